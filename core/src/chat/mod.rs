@@ -1,0 +1,1 @@
+//! Chat templates: rendering `tokenizer.chat_template` (Jinja) with messages and tools.

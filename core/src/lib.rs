@@ -1,0 +1,10 @@
+//! weft-core: everything needed to run a model, with no knowledge of HTTP, browsers or CUDA.
+
+pub mod chat;
+pub mod dtype;
+pub mod gguf;
+pub mod quant;
+pub mod tokenizer;
+
+#[doc(hidden)]
+pub mod test_support;

@@ -1,0 +1,1 @@
+//! Quantized block formats: layouts, dequantization, quantization.

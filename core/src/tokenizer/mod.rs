@@ -1,0 +1,1 @@
+//! Tokenizers built from GGUF metadata (SentencePiece, byte-level BPE, WordPiece) or tokenizer.json.

@@ -1,0 +1,1 @@
+//! weft-cuda: the CUDA backend (cudarc, loaded at run time); filled in by the CUDA work.

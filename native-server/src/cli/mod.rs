@@ -1,0 +1,39 @@
+//! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
+
+mod info;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "weft",
+    version,
+    about = "Weft: a portable LLM inference engine"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
+    Info(info::InfoArgs),
+}
+
+/// Runs the CLI; errors print as one line on stderr and exit non-zero.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(a) => info::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

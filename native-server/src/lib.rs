@@ -1,0 +1,3 @@
+//! weft-server: the `weft` command line and (later) the HTTP server.
+
+pub mod cli;

