@@ -9,6 +9,7 @@ mod error;
 mod file;
 mod parse;
 mod value;
+mod write;
 
 use std::collections::HashMap;
 
@@ -16,6 +17,7 @@ pub use error::{GgufError, Result};
 pub use file::{ModelBytes, ModelFile};
 pub use parse::parse_header;
 pub use value::Value;
+pub use write::{write_gguf, TensorToWrite};
 
 use crate::dtype::GgmlType;
 

@@ -188,7 +188,7 @@ fn read_tensor_info(c: &mut Cursor, i: u64, alignment: u64) -> Result<TensorInfo
     let ty = GgmlType::from_u32(ty_num)
         .ok_or_else(|| GgufError::Invalid(format!("tensor {name:?} has unknown type {ty_num}")))?;
     let offset = c.u64(&|| format!("data offset of tensor {name:?}"))?;
-    if offset % alignment != 0 {
+    if !offset.is_multiple_of(alignment) {
         return Err(GgufError::Invalid(format!(
             "tensor {name:?} data offset {offset} is not a multiple of the alignment {alignment}"
         )));
@@ -199,7 +199,7 @@ fn read_tensor_info(c: &mut Cursor, i: u64, alignment: u64) -> Result<TensorInfo
         .ok_or_else(|| {
             GgufError::Invalid(format!("tensor {name:?} dimensions {dims:?} overflow"))
         })?;
-    if dims[0] % ty.block_size() as u64 != 0 {
+    if !dims[0].is_multiple_of(ty.block_size() as u64) {
         return Err(GgufError::Invalid(format!(
             "tensor {name:?}: row length {} is not a multiple of the {} block size {}",
             dims[0],
