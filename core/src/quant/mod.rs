@@ -1,1 +1,166 @@
 //! Quantized block formats: layouts, dequantization, quantization.
+//!
+//! Every format stores a tensor row as consecutive blocks of `GgmlType::block_size()` elements
+//! and `GgmlType::type_size()` bytes. [`dequantize`] is bit-identical to GGML's reference code
+//! (checked against the `gguf` Python package on every tensor of the reference models).
+//! One file per family: [`float`](self) (F32, F16, BF16), legacy (Q4_0 … Q8_1), kquant
+//! (Q2_K … Q8_K), iq4 (IQ4_NL, IQ4_XS).
+
+pub mod dot;
+mod error;
+mod float;
+mod iq4;
+mod kquant;
+mod kquant_quantize;
+mod legacy;
+
+pub use error::QuantError;
+pub use iq4::IQ4_LEVELS;
+
+use crate::dtype::GgmlType;
+
+type BlockDequant = fn(&[u8], &mut [f32]);
+type BlockQuant = fn(&[f32], &mut [u8]);
+
+/// The per-block dequantizer of a type. Float types are handled as 1-element "blocks" but
+/// their functions also work on whole runs, which is how they are called.
+fn dequantizer(ty: GgmlType) -> Option<BlockDequant> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => float::dequant_f32,
+        F16 => float::dequant_f16,
+        BF16 => float::dequant_bf16,
+        Q4_0 => legacy::dequant_q4_0,
+        Q4_1 => legacy::dequant_q4_1,
+        Q5_0 => legacy::dequant_q5_0,
+        Q5_1 => legacy::dequant_q5_1,
+        Q8_0 => legacy::dequant_q8_0,
+        Q8_1 => legacy::dequant_q8_1,
+        Q2_K => kquant::dequant_q2_k,
+        Q3_K => kquant::dequant_q3_k,
+        Q4_K => kquant::dequant_q4_k,
+        Q5_K => kquant::dequant_q5_k,
+        Q6_K => kquant::dequant_q6_k,
+        Q8_K => kquant::dequant_q8_k,
+        IQ4_NL => iq4::dequant_iq4_nl,
+        IQ4_XS => iq4::dequant_iq4_xs,
+        _ => return None,
+    })
+}
+
+fn quantizer(ty: GgmlType) -> Option<BlockQuant> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => float::quant_f32,
+        F16 => float::quant_f16,
+        BF16 => float::quant_bf16,
+        Q4_0 => legacy::quant_q4_0,
+        Q4_1 => legacy::quant_q4_1,
+        Q5_0 => legacy::quant_q5_0,
+        Q5_1 => legacy::quant_q5_1,
+        Q8_0 => legacy::quant_q8_0,
+        Q8_1 => legacy::quant_q8_1,
+        Q4_K => kquant_quantize::quant_q4_k,
+        Q6_K => kquant_quantize::quant_q6_k,
+        Q8_K => kquant_quantize::quant_q8_k,
+        _ => return None,
+    })
+}
+
+/// Whether [`dequantize`] handles `ty`.
+pub fn is_supported(ty: GgmlType) -> bool {
+    dequantizer(ty).is_some()
+}
+
+/// Whether [`quantize`] handles `ty`.
+pub fn can_quantize(ty: GgmlType) -> bool {
+    quantizer(ty).is_some()
+}
+
+/// Checks that `n` elements of `ty` are whole blocks taking exactly `bytes` bytes.
+fn check_len(ty: GgmlType, n: usize, bytes: usize) -> Result<(), QuantError> {
+    let (block, size) = ty.block_geometry();
+    if !n.is_multiple_of(block) {
+        return Err(QuantError::NotWholeBlocks { ty, n, block });
+    }
+    let expected = n / block * size;
+    if bytes != expected {
+        return Err(QuantError::WrongByteLen {
+            ty,
+            n,
+            expected,
+            got: bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes `dst.len()` elements of type `ty` from `src`, which must hold exactly
+/// `ty.bytes_for(dst.len())` bytes.
+pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), QuantError> {
+    let f = dequantizer(ty).ok_or(QuantError::DequantUnsupported(ty))?;
+    check_len(ty, dst.len(), src.len())?;
+    let (block, size) = ty.block_geometry();
+    if block == 1 {
+        f(src, dst);
+    } else {
+        for (b, y) in src.chunks_exact(size).zip(dst.chunks_exact_mut(block)) {
+            f(b, y);
+        }
+    }
+    Ok(())
+}
+
+/// [`dequantize`] into a new vector of `n` elements.
+pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>, QuantError> {
+    let mut out = vec![0f32; n];
+    dequantize(ty, src, &mut out)?;
+    Ok(out)
+}
+
+/// Encodes `src` as type `ty` into `dst`, which must hold exactly `ty.bytes_for(src.len())`
+/// bytes. See [`can_quantize`] for the types handled.
+pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
+    check_len(ty, src.len(), dst.len())?;
+    let fast = match ty {
+        GgmlType::Q8_0 => dot::quantize_q8_0_fast(src, dst),
+        GgmlType::Q8_K => dot::quantize_q8_k_fast(src, dst),
+        _ => false,
+    };
+    if fast {
+        return Ok(());
+    }
+    quantize_scalar_checked(ty, f, src, dst);
+    Ok(())
+}
+
+/// The portable quantizer for `ty` (also the reference for the SIMD activation quantizers).
+pub fn quantize_scalar(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
+    check_len(ty, src.len(), dst.len())?;
+    quantize_scalar_checked(ty, f, src, dst);
+    Ok(())
+}
+
+fn quantize_scalar_checked(ty: GgmlType, f: BlockQuant, src: &[f32], dst: &mut [u8]) {
+    let (block, size) = ty.block_geometry();
+    if block == 1 {
+        f(src, dst);
+    } else {
+        for (x, b) in src.chunks_exact(block).zip(dst.chunks_exact_mut(size)) {
+            f(x, b);
+        }
+    }
+}
+
+/// [`quantize`] into a new byte vector.
+pub fn quantize_to_vec(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
+    let (block, size) = ty.block_geometry();
+    let mut out = vec![0u8; src.len() / block * size];
+    quantize(ty, src, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! Plain float element types: F32, F16 and BF16 (one element per "block").
+
+use half::{bf16, f16};
+
+/// Reads little-endian f32 values.
+pub(crate) fn dequant_f32(src: &[u8], dst: &mut [f32]) {
+    for (b, d) in src.chunks_exact(4).zip(dst.iter_mut()) {
+        *d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+}
+
+/// Reads little-endian IEEE half values (exact widening).
+pub(crate) fn dequant_f16(src: &[u8], dst: &mut [f32]) {
+    for (b, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
+        *d = f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
+    }
+}
+
+/// Reads little-endian bfloat16 values: the top 16 bits of an f32.
+pub(crate) fn dequant_bf16(src: &[u8], dst: &mut [f32]) {
+    for (b, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
+        *d = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
+    }
+}
+
+pub(crate) fn quant_f32(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.iter().zip(dst.chunks_exact_mut(4)) {
+        b.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// Round-to-nearest-even conversion to half.
+pub(crate) fn quant_f16(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
+        b.copy_from_slice(&f16::from_f32(*x).to_bits().to_le_bytes());
+    }
+}
+
+/// Round-to-nearest-even conversion to bfloat16 (NaN stays NaN).
+pub(crate) fn quant_bf16(src: &[f32], dst: &mut [u8]) {
+    for (x, b) in src.iter().zip(dst.chunks_exact_mut(2)) {
+        b.copy_from_slice(&bf16::from_f32(*x).to_bits().to_le_bytes());
+    }
+}
+
+/// Reads the f16 stored at `b[i..i + 2]` as f32. Block scales in most formats are stored this way.
+#[inline(always)]
+pub(crate) fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[i], b[i + 1]])).to_f32()
+}
+
+/// The f16 nearest to `x`, as little-endian bytes.
+#[inline(always)]
+pub(crate) fn f16_bytes(x: f32) -> [u8; 2] {
+    f16::from_f32(x).to_bits().to_le_bytes()
+}
