@@ -133,10 +133,9 @@ fn cases(with_tools: bool) -> Json {
 fn python_render(model: &Path, cases: &Json, template: Option<&str>) -> Option<Vec<Json>> {
     let dir = std::env::temp_dir().join(format!("weft-chat-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let tag = format!(
-        "{:x}",
-        cases.to_string().len() ^ template.map_or(0, str::len)
-    );
+    // Tests run in parallel threads: every call gets its own file names.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let tag = CALLS.fetch_add(1, Ordering::Relaxed);
     let cases_path = dir.join(format!("cases-{tag}.json"));
     std::fs::write(&cases_path, cases.to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/py/render_chat.py");
