@@ -4,6 +4,7 @@ pub mod chat;
 pub mod dtype;
 pub mod gguf;
 pub mod quant;
+pub mod sampler;
 pub mod tokenizer;
 
 #[doc(hidden)]
