@@ -1,6 +1,8 @@
 use std::ops::Deref;
 
-use super::error::{GgufError, Result};
+#[cfg(not(target_arch = "wasm32"))]
+use super::error::GgufError;
+use super::error::Result;
 use super::{parse_header, Gguf, TensorInfo};
 
 /// The bytes of a whole model file.
