@@ -4,13 +4,32 @@
 
 use std::arch::x86_64::*;
 
-use super::super::kquant::scale_min_k4;
 use super::avx2_util::*;
 
-/// The 16 i16 block sums of a Q8_K activation block at `ba`.
+/// The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block (12 bytes at `p`), as bytes
+/// of two u64, unpacked with word operations (same layout as `kquant::scale_min_k4`).
 #[inline(always)]
-unsafe fn bsums(ba: *const u8) -> [i16; 16] {
-    (ba.add(260) as *const [i16; 16]).read_unaligned()
+unsafe fn scale_min_words(p: *const u8) -> (u64, u64) {
+    let w0 = (p as *const u32).read_unaligned();
+    let w1 = (p.add(4) as *const u32).read_unaligned();
+    let w2 = (p.add(8) as *const u32).read_unaligned();
+    let sc_lo = w0 & 0x3f3f3f3f;
+    let mn_lo = w1 & 0x3f3f3f3f;
+    let sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+    let mn_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+    (
+        sc_lo as u64 | (sc_hi as u64) << 32,
+        mn_lo as u64 | (mn_hi as u64) << 32,
+    )
+}
+
+/// Horizontal sum of 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32_128(s: __m128i) -> i32 {
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -22,12 +41,14 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
         let bw = px.add(i * 144);
         let ba = py.add(i * 292);
         let da = f32_at(ba);
-        let (sc, mn) = scale_min_k4(&x[i * 144 + 4..i * 144 + 16]);
-        let bs = bsums(ba);
-        let mut summ = 0i32;
-        for j in 0..8 {
-            summ += mn[j] as i32 * (bs[2 * j] as i32 + bs[2 * j + 1] as i32);
-        }
+        let (sc, mn) = scale_min_words(bw.add(4));
+        // sum_j m_j * (bsum[2j] + bsum[2j + 1]): pair the 16 sums, then multiply-add by mins.
+        let pairs = _mm_hadd_epi16(
+            _mm_loadu_si128(ba.add(260) as *const __m128i),
+            _mm_loadu_si128(ba.add(276) as *const __m128i),
+        );
+        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+        let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
         let mut acc = _mm256_setzero_si256();
         for c in 0..4 {
             let raw = _mm256_loadu_si256(bw.add(16 + 32 * c) as *const __m256i);
@@ -35,15 +56,11 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
             let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
             let a0 = _mm256_loadu_si256(ba.add(4 + 64 * c) as *const __m256i);
             let a1 = _mm256_loadu_si256(ba.add(36 + 64 * c) as *const __m256i);
+            let s0 = ((sc >> (16 * c)) & 0xff) as i16;
+            let s1 = ((sc >> (16 * c + 8)) & 0xff) as i16;
             // u4 * i8 pairs fit i16 (2 * 15 * 127); the scale multiply widens to i32.
-            let p0 = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(lo, a0),
-                _mm256_set1_epi16(sc[2 * c] as i16),
-            );
-            let p1 = _mm256_madd_epi16(
-                _mm256_maddubs_epi16(hi, a1),
-                _mm256_set1_epi16(sc[2 * c + 1] as i16),
-            );
+            let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16(s0));
+            let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_set1_epi16(s1));
             acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
         }
         let sumi = hsum_epi32(acc);
@@ -57,20 +74,34 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
     let low = _mm256_set1_epi8(0x0F);
     let two = _mm256_set1_epi8(0x03);
+    // Shuffle controls picking i16 lane 2s (low 128 bits) and 2s + 1 (high 128 bits) of a
+    // register holding 8 i16 scales in each half.
+    let pick = |s: i8| {
+        let (a, b) = (4 * s, 4 * s + 2);
+        _mm256_setr_epi8(
+            a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b,
+            b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1,
+        )
+    };
+    let picks = [pick(0), pick(1), pick(2), pick(3)];
     let mut sum = 0f32;
     for i in 0..nb {
         let bw = px.add(i * 210);
         let ba = py.add(i * 292);
         let da = f32_at(ba);
-        let scales = (bw.add(192) as *const [i8; 16]).read_unaligned();
-        let bs = bsums(ba);
+        // The 16 scales as i16: lanes 0..8 in the low half, 8..16 in the high half.
+        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bw.add(192) as *const __m128i));
         // sum((q - 32) * a) = sum(q * a) - 32 * bsum, per 16-element group.
-        let mut corr = 0i32;
-        for g in 0..16 {
-            corr += scales[g] as i32 * bs[g] as i32;
-        }
+        let bsums = _mm256_loadu_si256(ba.add(260) as *const __m256i);
+        let corr = hsum_epi32(_mm256_madd_epi16(sc16, bsums));
         let mut acc = _mm256_setzero_si256();
         for h in 0..2 {
+            // Scales of groups h*8 .. h*8 + 8 in both halves.
+            let half = if h == 0 {
+                _mm256_permute2x128_si256(sc16, sc16, 0x00)
+            } else {
+                _mm256_permute2x128_si256(sc16, sc16, 0x11)
+            };
             let ql = bw.add(64 * h);
             let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
             let l0 = _mm256_loadu_si256(ql as *const __m256i);
@@ -90,11 +121,7 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
             for s in 0..4 {
                 let q = _mm256_or_si256(nib[s], _mm256_slli_epi16(high[s], 4));
                 let a = _mm256_loadu_si256(ba.add(4 + 128 * h + 32 * s) as *const __m256i);
-                let g = h * 8 + 2 * s;
-                let sc = _mm256_set_m128i(
-                    _mm_set1_epi16(scales[g + 1] as i16),
-                    _mm_set1_epi16(scales[g] as i16),
-                );
+                let sc = _mm256_shuffle_epi8(half, picks[s]);
                 // u6 * i8 pairs fit i16 (2 * 63 * 127).
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), sc);
                 acc = _mm256_add_epi32(acc, p);

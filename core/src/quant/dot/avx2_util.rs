@@ -2,12 +2,19 @@
 
 use std::arch::x86_64::*;
 
-/// Reads an f16 at `p` and widens it (F16C).
+/// Reads an f16 at `p` and widens it (F16C). Loading by broadcast writes the whole register,
+/// which avoids a false dependency on whatever register LLVM would insert the value into.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned())))
+}
+
+/// The f16 at `p`, widened and broadcast to 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn f16x8_at(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned()))
 }
 
 /// Reads an f32 at `p`.
