@@ -63,8 +63,12 @@ pub(crate) fn has_avx2() -> bool {
         && is_x86_feature_detected!("f16c")
 }
 
+/// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
+/// because SIMD kernels need CPU features; [`kernel`] only hands out ones this CPU has.
+type KernelFn = unsafe fn(&[u8], &[u8], usize) -> f32;
+
 /// Checks the row lengths; a mismatch is a caller bug (the backend sizes these buffers).
-fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
+fn check(w: GgmlType, w_len: usize, act: &[u8], n: usize) {
     let wt = vec_dot_type(w);
     let need_w = w.bytes_for(n as u64);
     let need_a = wt.bytes_for(n as u64);
@@ -73,10 +77,9 @@ fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
         "vec_dot: weight type {w} is not supported"
     );
     assert!(
-        need_w == Some(w_row.len() as u64) && need_a == Some(act.len() as u64),
+        need_w == Some(w_len as u64) && need_a == Some(act.len() as u64),
         "vec_dot: {n} elements of {w} need {need_w:?} weight bytes and {need_a:?} {wt} \
-         activation bytes, got {} and {}",
-        w_row.len(),
+         activation bytes, got {w_len} and {}",
         act.len()
     );
 }
@@ -87,72 +90,98 @@ fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
 /// Panics when the lengths do not match `n` or the type is not supported
 /// ([`supports_vec_dot`]): both are caller bugs, not data errors.
 pub fn vec_dot(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
-    check(w, w_row, act, n);
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        if let Some(v) = avx2_dot(w, w_row, act, n) {
-            return v;
-        }
+    check(w, w_row.len(), act, n);
+    // SAFETY: `kernel` returns only kernels this CPU supports; lengths were checked.
+    unsafe { kernel(w)(w_row, act, n / w.block_size()) }
+}
+
+/// `out[r]` = [`vec_dot`] of row `r` of `w_rows` (`out.len()` consecutive rows of `n`
+/// elements) with `act`. Checks and dispatches once for all rows, which matters for short
+/// rows.
+pub fn vec_dot_rows(w: GgmlType, w_rows: &[u8], act: &[u8], n: usize, out: &mut [f32]) {
+    let row_bytes = w.bytes_for(n as u64).unwrap_or(0) as usize;
+    assert!(
+        w_rows.len() == row_bytes * out.len(),
+        "vec_dot_rows: {} rows of {n} {w} elements need {} bytes, got {}",
+        out.len(),
+        row_bytes * out.len(),
+        w_rows.len()
+    );
+    if out.is_empty() {
+        return;
     }
-    scalar_dot(w, w_row, act, n)
+    check(w, row_bytes, act, n);
+    let f = kernel(w);
+    let nb = n / w.block_size();
+    for (o, row) in out.iter_mut().zip(w_rows.chunks_exact(row_bytes)) {
+        // SAFETY: as in `vec_dot`.
+        *o = unsafe { f(row, act, nb) };
+    }
 }
 
 /// The portable kernel (also the reference the SIMD kernels are tested against).
 pub fn vec_dot_scalar(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
-    check(w, w_row, act, n);
-    scalar_dot(w, w_row, act, n)
+    check(w, w_row.len(), act, n);
+    let f = scalar_kernel(w).expect("checked by supports_vec_dot");
+    // SAFETY: scalar kernels need no CPU features; lengths were checked.
+    unsafe { f(w_row, act, n / w.block_size()) }
 }
 
-fn scalar_dot(w: GgmlType, x: &[u8], y: &[u8], n: usize) -> f32 {
-    use GgmlType::*;
-    let nb = n / w.block_size();
-    match w {
-        F32 => scalar::f32_f32(x, y, n),
-        F16 => scalar::f16_f32(x, y, n),
-        BF16 => scalar::bf16_f32(x, y, n),
-        Q4_0 => scalar::q4_0_q8_0(x, y, nb),
-        Q4_1 => scalar::q4_1_q8_1(x, y, nb),
-        Q5_0 => scalar::q5_0_q8_0(x, y, nb),
-        Q5_1 => scalar::q5_1_q8_1(x, y, nb),
-        Q8_0 => scalar::q8_0_q8_0(x, y, nb),
-        IQ4_NL => scalar::iq4_nl_q8_0(x, y, nb),
-        Q2_K => scalar::q2_k_q8_k(x, y, nb),
-        Q3_K => scalar::q3_k_q8_k(x, y, nb),
-        Q4_K => scalar::q4_k_q8_k(x, y, nb),
-        Q5_K => scalar::q5_k_q8_k(x, y, nb),
-        Q6_K => scalar::q6_k_q8_k(x, y, nb),
-        IQ4_XS => scalar::iq4_xs_q8_k(x, y, nb),
-        _ => unreachable!("checked by supports_vec_dot"),
+/// The fastest kernel for `w` on this CPU.
+fn kernel(w: GgmlType) -> KernelFn {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        if let Some(f) = avx2_kernel(w) {
+            return f;
+        }
     }
+    scalar_kernel(w).expect("checked by supports_vec_dot")
 }
 
-/// The AVX2 kernel for `w`, if there is one. Callers have checked the CPU features.
+fn scalar_kernel(w: GgmlType) -> Option<KernelFn> {
+    use GgmlType::*;
+    Some(match w {
+        F32 => scalar::f32_f32,
+        F16 => scalar::f16_f32,
+        BF16 => scalar::bf16_f32,
+        Q4_0 => scalar::q4_0_q8_0,
+        Q4_1 => scalar::q4_1_q8_1,
+        Q5_0 => scalar::q5_0_q8_0,
+        Q5_1 => scalar::q5_1_q8_1,
+        Q8_0 => scalar::q8_0_q8_0,
+        IQ4_NL => scalar::iq4_nl_q8_0,
+        Q2_K => scalar::q2_k_q8_k,
+        Q3_K => scalar::q3_k_q8_k,
+        Q4_K => scalar::q4_k_q8_k,
+        Q5_K => scalar::q5_k_q8_k,
+        Q6_K => scalar::q6_k_q8_k,
+        IQ4_XS => scalar::iq4_xs_q8_k,
+        _ => return None,
+    })
+}
+
+/// The AVX2 kernel for `w`, if there is one (callers check the CPU features first).
 #[cfg(target_arch = "x86_64")]
-fn avx2_dot(w: GgmlType, x: &[u8], y: &[u8], n: usize) -> Option<f32> {
+fn avx2_kernel(w: GgmlType) -> Option<KernelFn> {
     use GgmlType::*;
-    let nb = n / w.block_size();
-    // SAFETY: has_avx2() confirmed AVX2, FMA and F16C; `check` confirmed the lengths.
-    unsafe {
-        Some(match w {
-            F32 => avx2_legacy::f32_f32(x, y, n),
-            F16 => avx2_legacy::f16_f32(x, y, n),
-            Q4_0 => avx2_legacy::q4_0_q8_0(x, y, nb),
-            Q4_1 => avx2_legacy::q4_1_q8_1(x, y, nb),
-            Q5_0 => avx2_legacy::q5_0_q8_0(x, y, nb),
-            Q8_0 => avx2_legacy::q8_0_q8_0(x, y, nb),
-            Q4_K => avx2_kquant::q4_k_q8_k(x, y, nb),
-            Q6_K => avx2_kquant::q6_k_q8_k(x, y, nb),
-            _ => return None,
-        })
-    }
+    Some(match w {
+        F32 => avx2_legacy::f32_f32,
+        F16 => avx2_legacy::f16_f32,
+        Q4_0 => avx2_legacy::q4_0_q8_0,
+        Q4_1 => avx2_legacy::q4_1_q8_1,
+        Q5_0 => avx2_legacy::q5_0_q8_0,
+        Q8_0 => avx2_legacy::q8_0_q8_0,
+        Q4_K => avx2_kquant::q4_k_q8_k,
+        Q6_K => avx2_kquant::q6_k_q8_k,
+        _ => return None,
+    })
 }
 
 /// Whether [`vec_dot`] uses a SIMD kernel for `w` on this machine (for tests and benchmarks).
 pub fn has_simd_kernel(w: GgmlType) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use GgmlType::*;
-        has_avx2() && matches!(w, F32 | F16 | Q4_0 | Q4_1 | Q5_0 | Q8_0 | Q4_K | Q6_K)
+        has_avx2() && avx2_kernel(w).is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

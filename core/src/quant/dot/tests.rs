@@ -172,3 +172,21 @@ fn simd_activation_quantizers_match_scalar() {
 fn wrong_lengths_are_reported() {
     vec_dot(GgmlType::Q8_0, &[0u8; 34], &[0u8; 33], 32);
 }
+
+#[test]
+fn vec_dot_rows_equals_row_by_row() {
+    let mut rng = Rng(77);
+    for ty in TYPES {
+        let n = 512;
+        let rows = 5;
+        let w: Vec<u8> = (0..rows).flat_map(|_| random_row(ty, n, &mut rng)).collect();
+        let (a, _) = act_for(ty, &activation(n, &mut rng));
+        let mut out = vec![0f32; rows];
+        vec_dot_rows(ty, &w, &a, n, &mut out);
+        let row_bytes = w.len() / rows;
+        for (r, o) in out.iter().enumerate() {
+            let one = vec_dot(ty, &w[r * row_bytes..(r + 1) * row_bytes], &a, n);
+            assert_eq!(o.to_bits(), one.to_bits(), "{ty} row {r}");
+        }
+    }
+}
