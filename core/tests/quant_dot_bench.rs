@@ -44,7 +44,13 @@ fn matrix(ty: GgmlType, rows: usize) -> Vec<u8> {
 }
 
 /// GB/s of `w` processed by `f` per row: best of `samples` timings of `passes` passes.
-fn rate(w: &[u8], row_bytes: usize, passes: usize, samples: usize, f: &dyn Fn(&[u8]) -> f32) -> f64 {
+fn rate(
+    w: &[u8],
+    row_bytes: usize,
+    passes: usize,
+    samples: usize,
+    f: &dyn Fn(&[u8]) -> f32,
+) -> f64 {
     let mut best = f64::MAX;
     for _ in 0..samples {
         let t = Instant::now();
@@ -71,7 +77,11 @@ fn bench(ty: GgmlType) {
     let stream = rate(&big, row_bytes, 1, 5, &fast);
     let cached = rate(small, row_bytes, 8, 60, &fast);
     let scalar = rate(small, row_bytes, 2, 20, &slow);
-    let simd = if dot::has_simd_kernel(ty) { "simd" } else { "scalar only" };
+    let simd = if dot::has_simd_kernel(ty) {
+        "simd"
+    } else {
+        "scalar only"
+    };
     println!(
         "{:>7} ({simd:>11}): stream {stream:6.2} GB/s, cached {cached:6.2} GB/s \
          ({:5.2} Gelem/s); scalar kernel cached {scalar:5.2} GB/s",
@@ -111,6 +121,10 @@ fn dot_throughput() {
             best = best.min(t.elapsed().as_secs_f64());
         }
         black_box(&out);
-        println!("quantize activations to {}: {:.2} Gelem/s", ty.name(), x.len() as f64 / best / 1e9);
+        println!(
+            "quantize activations to {}: {:.2} Gelem/s",
+            ty.name(),
+            x.len() as f64 / best / 1e9
+        );
     }
 }

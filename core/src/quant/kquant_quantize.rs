@@ -11,6 +11,7 @@
 
 use half::f16;
 
+use super::float::round_half_away;
 use super::kquant::QK_K;
 
 /// The smallest f16 that is >= `x` (for finite, non-negative `x`).
@@ -34,7 +35,7 @@ fn ceil_units(v: f32, unit: f32, max: u8) -> u8 {
 
 /// Nearest integer to `v`, clamped to `lo..=hi`.
 fn round_clamp(v: f32, lo: i32, hi: i32) -> i32 {
-    (v.round() as i32).clamp(lo, hi)
+    round_half_away(v).clamp(lo, hi)
 }
 
 pub(crate) fn quant_q4_k(x: &[f32], b: &mut [u8]) {

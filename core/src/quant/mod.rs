@@ -125,6 +125,7 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
     check_len(ty, src.len(), dst.len())?;
     let fast = match ty {
         GgmlType::Q8_0 => dot::quantize_q8_0_fast(src, dst),
+        GgmlType::Q8_1 => dot::quantize_q8_1_fast(src, dst),
         GgmlType::Q8_K => dot::quantize_q8_k_fast(src, dst),
         _ => false,
     };

@@ -271,3 +271,24 @@ fn bad_lengths_and_types_are_errors() {
         assert!(can_quantize(ty) && is_supported(ty), "{ty}");
     }
 }
+
+#[test]
+fn round_half_away_matches_f32_round() {
+    let mut rng = Rng(99);
+    let mut values = vec![
+        0.5f32,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        0.49999997,
+        -0.49999997,
+        127.5,
+        -0.0,
+    ];
+    values.extend((0..100_000).map(|_| rng.normal() * 100.0));
+    values.extend((0..1000).map(|i| i as f32 / 2.0 - 250.0));
+    for v in values {
+        assert_eq!(float::round_half_away(v), v.round() as i32, "{v}");
+    }
+}

@@ -7,7 +7,9 @@ use std::arch::x86_64::*;
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned())))
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(
+        (p as *const i16).read_unaligned(),
+    )))
 }
 
 /// The f16 at `p`, widened and broadcast to 8 lanes.

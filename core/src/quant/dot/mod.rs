@@ -191,12 +191,25 @@ pub fn has_simd_kernel(w: GgmlType) -> bool {
 }
 
 /// Quantizes one activation row `x` to Q8_0 (bit-identical to [`crate::quant::quantize`],
-/// using AVX2 when available). `dst` holds `x.len() / 32 * 34` bytes.
+/// using AVX2 when available). Returns false when the caller must use the scalar path.
 pub(crate) fn quantize_q8_0_fast(x: &[f32], dst: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: features checked; the caller checked the lengths.
         unsafe { avx2_act::quantize_q8_0(x, dst) };
+        return true;
+    }
+    let _ = (x, dst);
+    false
+}
+
+/// Quantizes one activation row to Q8_1 with AVX2 when available (bit-identical to the
+/// scalar quantizer). Returns false when the caller must use the scalar path.
+pub(crate) fn quantize_q8_1_fast(x: &[f32], dst: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: features checked; the caller checked the lengths.
+        unsafe { avx2_act::quantize_q8_1(x, dst) };
         return true;
     }
     let _ = (x, dst);

@@ -161,7 +161,12 @@ pub(crate) fn q3_k_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
         let mut sumi = 0i32;
         for_groups(|g, e, l, s| {
             let low = ((qs[(e / 128) * 32 + l] >> (2 * s)) & 3) as i32;
-            let q = low - if (hmask[l] >> (e / 32)) & 1 == 0 { 4 } else { 0 };
+            let q = low
+                - if (hmask[l] >> (e / 32)) & 1 == 0 {
+                    4
+                } else {
+                    0
+                };
             sumi += scales[g] as i32 * q * y[e] as i32;
         });
         sum += da * f16_at(bw, 108) * sumi as f32;

@@ -179,7 +179,9 @@ fn vec_dot_rows_equals_row_by_row() {
     for ty in TYPES {
         let n = 512;
         let rows = 5;
-        let w: Vec<u8> = (0..rows).flat_map(|_| random_row(ty, n, &mut rng)).collect();
+        let w: Vec<u8> = (0..rows)
+            .flat_map(|_| random_row(ty, n, &mut rng))
+            .collect();
         let (a, _) = act_for(ty, &activation(n, &mut rng));
         let mut out = vec![0f32; rows];
         vec_dot_rows(ty, &w, &a, n, &mut out);
