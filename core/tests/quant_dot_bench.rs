@@ -74,8 +74,16 @@ fn bench(ty: GgmlType) {
     let act = quant::quantize_to_vec(dot::vec_dot_type(ty), &x).unwrap();
     let fast = |r: &[u8]| dot::vec_dot(ty, r, &act, N);
     let slow = |r: &[u8]| dot::vec_dot_scalar(ty, r, &act, N);
+    // Four activation rows at once (prompt processing): weight bytes x 4 per second.
+    let acts: Vec<u8> = (0..4).flat_map(|_| act.iter().copied()).collect();
+    let multi = |r: &[u8]| {
+        let mut out = [0f32; 4];
+        dot::vec_dot_multi(ty, r, &acts, N, &mut out);
+        out[0] + out[3]
+    };
     let stream = rate(&big, row_bytes, 1, 5, &fast);
     let cached = rate(small, row_bytes, 8, 60, &fast);
+    let cached4 = 4.0 * rate(small, row_bytes, 2, 60, &multi);
     let scalar = rate(small, row_bytes, 2, 20, &slow);
     let simd = if dot::has_simd_kernel(ty) {
         "simd"
@@ -84,7 +92,7 @@ fn bench(ty: GgmlType) {
     };
     println!(
         "{:>7} ({simd:>11}): stream {stream:6.2} GB/s, cached {cached:6.2} GB/s \
-         ({:5.2} Gelem/s); scalar kernel cached {scalar:5.2} GB/s",
+         ({:5.2} Gelem/s), 4 columns {cached4:6.2} GB/s; scalar kernel {scalar:5.2} GB/s",
         ty.name(),
         cached * N as f64 / row_bytes as f64,
     );

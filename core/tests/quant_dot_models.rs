@@ -75,6 +75,17 @@ fn check_model(key: &str) {
                 "{key} {} row {r}: simd {fast} vs scalar {slow}",
                 t.name
             );
+            // Four activation columns at once give the same results as one at a time.
+            let acts: Vec<u8> = (0..4).flat_map(|_| act.iter().copied()).collect();
+            let mut out = [0f32; 4];
+            dot::vec_dot_multi(t.ty, row, &acts, n, &mut out);
+            for o in out {
+                assert!(
+                    (o as f64 - fast).abs() <= 1e-5 * mag + 1e-30,
+                    "{} row {r}",
+                    t.name
+                );
+            }
             *rows_checked.entry(t.ty.to_string()).or_default() += 1;
         }
     }

@@ -6,32 +6,6 @@ use std::arch::x86_64::*;
 
 use super::avx2_util::*;
 
-/// The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block (12 bytes at `p`), as bytes
-/// of two u64, unpacked with word operations (same layout as `kquant::scale_min_k4`).
-#[inline(always)]
-unsafe fn scale_min_words(p: *const u8) -> (u64, u64) {
-    let w0 = (p as *const u32).read_unaligned();
-    let w1 = (p.add(4) as *const u32).read_unaligned();
-    let w2 = (p.add(8) as *const u32).read_unaligned();
-    let sc_lo = w0 & 0x3f3f3f3f;
-    let mn_lo = w1 & 0x3f3f3f3f;
-    let sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
-    let mn_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
-    (
-        sc_lo as u64 | (sc_hi as u64) << 32,
-        mn_lo as u64 | (mn_hi as u64) << 32,
-    )
-}
-
-/// Horizontal sum of 4 i32 lanes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn hsum_epi32_128(s: __m128i) -> i32 {
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-    _mm_cvtsi128_si32(s)
-}
-
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
@@ -74,46 +48,7 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
     let low = _mm256_set1_epi8(0x0F);
     let two = _mm256_set1_epi8(0x03);
-    // Shuffle controls picking i16 lane 2s (low 128 bits) and 2s + 1 (high 128 bits) of a
-    // register holding 8 i16 scales in each half.
-    let pick = |s: i8| {
-        let (a, b) = (4 * s, 4 * s + 2);
-        _mm256_setr_epi8(
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            a,
-            a + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-            b,
-            b + 1,
-        )
-    };
-    let picks = [pick(0), pick(1), pick(2), pick(3)];
+    let picks = q6_k_scale_picks();
     let mut sum = 0f32;
     for i in 0..nb {
         let bw = px.add(i * 210);

@@ -192,3 +192,38 @@ fn vec_dot_rows_equals_row_by_row() {
         }
     }
 }
+
+#[test]
+fn vec_dot_multi_equals_single_columns() {
+    let mut rng = Rng(1234);
+    for ty in TYPES {
+        for cols in [1usize, 3, 4, 9] {
+            let n = 768;
+            let w = random_row(ty, n, &mut rng);
+            let wf = dequantize_to_vec(ty, &w, n).unwrap();
+            let mut acts = Vec::new();
+            let mut mags = Vec::new();
+            for _ in 0..cols {
+                let (a, af) = act_for(ty, &activation(n, &mut rng));
+                mags.push(reference(&wf, &af).1);
+                acts.extend_from_slice(&a);
+            }
+            let mut out = vec![0f32; cols];
+            vec_dot_multi(ty, &w, &acts, n, &mut out);
+            let ab = acts.len() / cols;
+            for c in 0..cols {
+                let one = vec_dot(ty, &w, &acts[c * ab..(c + 1) * ab], n);
+                if ty.block_size() == 256 {
+                    // K-quant kernels reduce each block exactly: same bits.
+                    assert_eq!(out[c].to_bits(), one.to_bits(), "{ty} cols {cols} col {c}");
+                } else {
+                    let tol = 1e-5 * mags[c] + 1e-30;
+                    assert!(
+                        (out[c] - one).abs() as f64 <= tol,
+                        "{ty} cols {cols} col {c}"
+                    );
+                }
+            }
+        }
+    }
+}
