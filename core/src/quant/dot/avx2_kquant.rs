@@ -97,3 +97,69 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
     }
     sum
 }
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let low = _mm256_set1_epi8(0x0F);
+    let fifth = _mm256_set1_epi8(0x10);
+    let mut sum = 0f32;
+    for i in 0..nb {
+        let bw = px.add(i * 176);
+        let ba = py.add(i * 292);
+        let da = f32_at(ba);
+        let (sc, mn) = scale_min_words(bw.add(4));
+        let pairs = _mm_hadd_epi16(
+            _mm_loadu_si128(ba.add(260) as *const __m128i),
+            _mm_loadu_si128(ba.add(276) as *const __m128i),
+        );
+        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+        let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
+        // Byte l of qh holds the fifth bit of element l of every sub-block j in bit j.
+        let qh = _mm256_loadu_si256(bw.add(16) as *const __m256i);
+        let mut acc = _mm256_setzero_si256();
+        for c in 0..4 {
+            let raw = _mm256_loadu_si256(bw.add(48 + 32 * c) as *const __m256i);
+            let b0 = _mm256_set1_epi8(1 << (2 * c));
+            let b1 = _mm256_set1_epi8(1 << (2 * c + 1));
+            let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), fifth);
+            let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), fifth);
+            let lo = _mm256_or_si256(_mm256_and_si256(raw, low), h0);
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), h1);
+            let a0 = _mm256_loadu_si256(ba.add(4 + 64 * c) as *const __m256i);
+            let a1 = _mm256_loadu_si256(ba.add(36 + 64 * c) as *const __m256i);
+            let s0 = _mm256_set1_epi16(((sc >> (16 * c)) & 0xff) as i16);
+            let s1 = _mm256_set1_epi16(((sc >> (16 * c + 8)) & 0xff) as i16);
+            // u5 * i8 pairs fit i16 (2 * 31 * 127).
+            let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+            let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+        }
+        let sumi = hsum_epi32(acc);
+        sum += da * f16_at(bw) * sumi as f32 - da * f16_at(bw.add(2)) * summ as f32;
+    }
+    sum
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_xs_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let table = iq4_table();
+    let mut sum = 0f32;
+    for i in 0..nb {
+        let bw = px.add(i * 136);
+        let ba = py.add(i * 292);
+        let scales = super::super::iq4::iq4_xs_scales(&x[i * 136..i * 136 + 8]);
+        let mut acc = _mm256_setzero_si256();
+        for (ib, sc) in scales.iter().enumerate() {
+            let q = _mm256_shuffle_epi8(table, nibbles_32(bw.add(8 + 16 * ib)));
+            let a = _mm256_loadu_si256(ba.add(4 + 32 * ib) as *const __m256i);
+            // Levels are within +-127, so sign-moved pairs fit i16 (2 * 127 * 127).
+            let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+            let p = _mm256_madd_epi16(p16, _mm256_set1_epi16(*sc as i16));
+            acc = _mm256_add_epi32(acc, p);
+        }
+        sum += f32_at(ba) * f16_at(bw) * hsum_epi32(acc) as f32;
+    }
+    sum
+}

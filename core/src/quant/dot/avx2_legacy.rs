@@ -91,6 +91,33 @@ pub(super) unsafe fn q4_1_q8_1(x: &[u8], y: &[u8], nb: usize) -> f32 {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_nl_q8_0(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let table = iq4_table();
+    with_q8_0(x, y, nb, 18, |b| {
+        _mm256_shuffle_epi8(table, nibbles_32(b.add(2)))
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_1_q8_1(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let fifth = _mm256_set1_epi8(0x10);
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = _mm256_setzero_ps();
+    for i in 0..nb {
+        let bw = px.add(i * 24);
+        let ba = py.add(i * 36);
+        let d = _mm256_mul_ps(f16x8_at(bw), f16x8_at(ba));
+        mins = _mm256_fmadd_ps(f16x8_at(bw.add(2)), f16x8_at(ba.add(2)), mins);
+        let high = _mm256_and_si256(bits_to_bytes_32(bw.add(4)), fifth);
+        let q = _mm256_or_si256(nibbles_32(bw.add(8)), high);
+        let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, qy)), acc);
+    }
+    hsum_ps(acc) + _mm_cvtss_f32(_mm256_castps256_ps128(mins))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn f32_f32(x: &[u8], y: &[u8], n: usize) -> f32 {
     let (px, py) = (x.as_ptr() as *const f32, y.as_ptr() as *const f32);
     let mut acc = [_mm256_setzero_ps(); 4];

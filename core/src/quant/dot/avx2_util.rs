@@ -161,3 +161,11 @@ pub(super) unsafe fn q6_k_scale_picks() -> [__m256i; 4] {
     };
     [pick(0), pick(1), pick(2), pick(3)]
 }
+
+/// The 16 IQ4 levels in both 128-bit halves, for byte-shuffle lookups.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_table() -> __m256i {
+    let levels = super::super::iq4::IQ4_LEVELS;
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(levels.as_ptr() as *const __m128i))
+}

@@ -230,8 +230,12 @@ fn avx2_kernel(w: GgmlType) -> Option<KernelFn> {
         Q4_1 => avx2_legacy::q4_1_q8_1,
         Q5_0 => avx2_legacy::q5_0_q8_0,
         Q8_0 => avx2_legacy::q8_0_q8_0,
+        Q5_1 => avx2_legacy::q5_1_q8_1,
+        IQ4_NL => avx2_legacy::iq4_nl_q8_0,
         Q4_K => avx2_kquant::q4_k_q8_k,
+        Q5_K => avx2_kquant::q5_k_q8_k,
         Q6_K => avx2_kquant::q6_k_q8_k,
+        IQ4_XS => avx2_kquant::iq4_xs_q8_k,
         _ => return None,
     })
 }
