@@ -138,11 +138,30 @@ pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut
     }
     check(w, w_row.len(), &acts[..act_bytes], n);
     let nb = n / w.block_size();
-    let mut done = 0;
+    let done = multi_simd(w, w_row, acts, act_bytes, nb, out);
+    let f = kernel(w);
+    for (c, o) in out.iter_mut().enumerate().skip(done) {
+        // SAFETY: as in `vec_dot`.
+        *o = unsafe { f(w_row, &acts[c * act_bytes..][..act_bytes], nb) };
+    }
+}
+
+/// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if
+/// this CPU and type have one; returns how many columns it filled.
+#[allow(unused_variables)]
+fn multi_simd(
+    w: GgmlType,
+    w_row: &[u8],
+    acts: &[u8],
+    act_bytes: usize,
+    nb: usize,
+    out: &mut [f32],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         if let Some(f) = avx2_multi_kernel(w) {
             const K: usize = avx2_multi::COLS;
+            let mut done = 0;
             while done + K <= out.len() {
                 let cols: [&[u8]; K] =
                     std::array::from_fn(|k| &acts[(done + k) * act_bytes..][..act_bytes]);
@@ -151,13 +170,10 @@ pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut
                 out[done..done + K].copy_from_slice(&r);
                 done += K;
             }
+            return done;
         }
     }
-    let f = kernel(w);
-    for (c, o) in out.iter_mut().enumerate().skip(done) {
-        // SAFETY: as in `vec_dot`.
-        *o = unsafe { f(w_row, &acts[c * act_bytes..][..act_bytes], nb) };
-    }
+    0
 }
 
 /// The 4-column AVX2 kernel for `w`, if there is one.
