@@ -248,6 +248,8 @@ fn avx2_kernel(w: GgmlType) -> Option<KernelFn> {
         Q8_0 => avx2_legacy::q8_0_q8_0,
         Q5_1 => avx2_legacy::q5_1_q8_1,
         IQ4_NL => avx2_legacy::iq4_nl_q8_0,
+        Q2_K => avx2_kquant::q2_k_q8_k,
+        Q3_K => avx2_kquant::q3_k_q8_k,
         Q4_K => avx2_kquant::q4_k_q8_k,
         Q5_K => avx2_kquant::q5_k_q8_k,
         Q6_K => avx2_kquant::q6_k_q8_k,
