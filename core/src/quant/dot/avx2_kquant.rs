@@ -184,12 +184,12 @@ unsafe fn planes_dot(
             _mm256_permute2x128_si256(sc16, sc16, 0x11)
         };
         let bits = _mm256_loadu_si256(qs.add(32 * h) as *const __m256i);
-        for s in 0..4 {
+        for (s, pick) in picks.iter().enumerate() {
             let shift = _mm_cvtsi32_si128(2 * s as i32);
             let q = _mm256_and_si256(_mm256_srl_epi16(bits, shift), three);
             let q = _mm256_or_si256(q, extra(h, s));
             let a = _mm256_loadu_si256(ya.add(128 * h + 32 * s) as *const __m256i);
-            let sc = _mm256_shuffle_epi8(half, picks[s]);
+            let sc = _mm256_shuffle_epi8(half, *pick);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), sc));
         }
     }
