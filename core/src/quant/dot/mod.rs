@@ -1,12 +1,17 @@
 //! Dot products of quantized weight rows with activations, for the CPU backend.
 //!
 //! As in GGML, an activation row is quantized once to the weight type's "vec-dot type"
-//! ([`vec_dot_type`]), then every weight row is dotted with it in integer arithmetic per
-//! block ([`vec_dot`]). Float weights (F32, F16, BF16) take f32 activations.
+//! ([`vec_dot_type`], [`quantize_activation`]): Q8_K for the K-quants and IQ4_XS, Q8_0 for
+//! Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, f32 for F32/F16/BF16. Then every weight row is
+//! dotted with it in integer arithmetic per block:
+//! - [`vec_dot`]: one row; [`vec_dot_rows`]: many consecutive rows against one activation
+//!   (token generation); [`vec_dot_multi`]: one row against several activations (prompt
+//!   processing: the weight block is unpacked once per 4 activations).
 //!
-//! Each kernel has a portable scalar version (`scalar.rs`) and, on x86_64, an AVX2+FMA+F16C
-//! version chosen at run time (`avx2_*.rs`); both compute the same exact integer sums per
-//! block and differ only in the order of the float accumulation.
+//! Each kernel has a portable scalar version (`scalar.rs`, the reference) and, on x86_64, an
+//! AVX2+FMA+F16C version chosen at run time (`avx2_*.rs`). Integer sums are exact in both; the
+//! K-quant SIMD kernels are bit-identical to the scalar ones, the 32-element ones differ only
+//! in the order of float accumulation.
 
 mod scalar;
 
@@ -32,6 +37,20 @@ pub fn vec_dot_type(w: GgmlType) -> GgmlType {
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
         _ => F32,
     }
+}
+
+/// Quantizes one activation row `x` into `buf` (resized as needed) in the vec-dot type of
+/// weights `w`, ready for [`vec_dot`] / [`vec_dot_rows`] / [`vec_dot_multi`]. `x.len()` must be
+/// a whole number of that type's blocks (for the K types: of 256).
+pub fn quantize_activation(
+    w: GgmlType,
+    x: &[f32],
+    buf: &mut Vec<u8>,
+) -> Result<(), crate::quant::QuantError> {
+    let at = vec_dot_type(w);
+    let (block, size) = at.block_geometry();
+    buf.resize(x.len() / block * size, 0);
+    crate::quant::quantize(at, x, buf)
 }
 
 /// Whether [`vec_dot`] handles weights of type `w`.

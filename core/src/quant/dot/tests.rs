@@ -227,3 +227,14 @@ fn vec_dot_multi_equals_single_columns() {
         }
     }
 }
+
+#[test]
+fn quantize_activation_uses_the_vec_dot_type() {
+    let x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.1).sin()).collect();
+    let mut buf = Vec::new();
+    for ty in TYPES {
+        quantize_activation(ty, &x, &mut buf).unwrap();
+        assert_eq!(buf, quantize_to_vec(vec_dot_type(ty), &x).unwrap(), "{ty}");
+    }
+    assert!(quantize_activation(GgmlType::Q4_K, &x[..100], &mut buf).is_err());
+}
