@@ -90,7 +90,8 @@ fn check_len(ty: GgmlType, n: usize, bytes: usize) -> Result<(), QuantError> {
     if !n.is_multiple_of(block) {
         return Err(QuantError::NotWholeBlocks { ty, n, block });
     }
-    let expected = n / block * size;
+    // Saturates rather than overflows for absurd counts; no buffer can match then.
+    let expected = (n / block).saturating_mul(size);
     if bytes != expected {
         return Err(QuantError::WrongByteLen {
             ty,
@@ -120,6 +121,9 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Quant
 
 /// [`dequantize`] into a new vector of `n` elements.
 pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>, QuantError> {
+    // Validate before allocating: `n` may come from an untrusted file header.
+    dequantizer(ty).ok_or(QuantError::DequantUnsupported(ty))?;
+    check_len(ty, n, src.len())?;
     let mut out = vec![0f32; n];
     dequantize(ty, src, &mut out)?;
     Ok(out)

@@ -261,6 +261,8 @@ fn bad_lengths_and_types_are_errors() {
         Err(QuantError::QuantUnsupported(GgmlType::Q2_K))
     ));
     assert!(quantize_to_vec(GgmlType::Q8_0, &[0f32; 33]).is_err());
+    // A huge element count from a bad header is refused before anything is allocated.
+    assert!(dequantize_to_vec(GgmlType::Q8_0, &[0u8; 34], usize::MAX / 64 * 32).is_err());
     for ty in [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
