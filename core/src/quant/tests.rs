@@ -294,3 +294,18 @@ fn round_half_away_matches_f32_round() {
         assert_eq!(float::round_half_away(v), v.round() as i32, "{v}");
     }
 }
+
+#[test]
+fn f16_widening_is_exact_for_every_value() {
+    for h in 0..=u16::MAX {
+        let ours = float::f16_bits_to_f32(h);
+        let reference = half::f16::from_bits(h).to_f32();
+        if reference.is_nan() {
+            // NaNs keep sign and payload bits, as numpy's conversion does.
+            let expect = ((h as u32 & 0x8000) << 16) | 0x7f80_0000 | ((h as u32 & 0x3ff) << 13);
+            assert_eq!(ours.to_bits(), expect, "{h:#06x}");
+        } else {
+            assert_eq!(ours.to_bits(), reference.to_bits(), "{h:#06x}");
+        }
+    }
+}
