@@ -13,7 +13,7 @@
 //! Quantizers follow the reference rounding of GGML (and so of the `gguf` Python package)
 //! exactly, so a tensor quantized here is byte-identical to one quantized there.
 
-use super::float::{f16_at, f16_bytes};
+use super::float::{f16_at, f16_bytes, round_half_away};
 
 pub(crate) const QK: usize = 32;
 
@@ -205,7 +205,7 @@ fn quant_i8_block(x: &[f32], qs: &mut [u8]) -> (f32, i32) {
     let id = inverse(d);
     let mut sum = 0i32;
     for j in 0..QK {
-        let q = (x[j] * id).round() as i8;
+        let q = round_half_away(x[j] * id) as i8;
         sum += q as i32;
         qs[j] = q as u8;
     }

@@ -1,10 +1,17 @@
-//! Quantized block formats: layouts, dequantization, quantization.
+//! Quantized block formats: layouts, dequantization, quantization, and dot products.
 //!
 //! Every format stores a tensor row as consecutive blocks of `GgmlType::block_size()` elements
-//! and `GgmlType::type_size()` bytes. [`dequantize`] is bit-identical to GGML's reference code
-//! (checked against the `gguf` Python package on every tensor of the reference models).
-//! One file per family: [`float`](self) (F32, F16, BF16), legacy (Q4_0 … Q8_1), kquant
-//! (Q2_K … Q8_K), iq4 (IQ4_NL, IQ4_XS).
+//! and `GgmlType::type_size()` bytes; each family's file documents its block layout.
+//! - [`dequantize`] handles F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K … Q8_K,
+//!   IQ4_NL and IQ4_XS, bit-identically to GGML's reference code (checked against the `gguf`
+//!   Python package on every tensor of the reference models and on synthetic blocks).
+//! - [`quantize`] handles F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (byte-identical
+//!   to GGML's reference quantizers), Q4_K, Q6_K and Q8_K (own simple quantizers with a proven
+//!   error bound; Q8_K is the activation type of the K-quant dot products).
+//! - [`dot`]: the CPU backend's quantized dot products.
+//!
+//! Files: `float.rs` (F32, F16, BF16), `legacy.rs` (Q4_0 … Q8_1), `kquant.rs` (K layouts and
+//! dequantization), `kquant_quantize.rs`, `iq4.rs` (IQ4_NL, IQ4_XS), `error.rs`.
 
 pub mod dot;
 mod error;
@@ -83,7 +90,8 @@ fn check_len(ty: GgmlType, n: usize, bytes: usize) -> Result<(), QuantError> {
     if !n.is_multiple_of(block) {
         return Err(QuantError::NotWholeBlocks { ty, n, block });
     }
-    let expected = n / block * size;
+    // Saturates rather than overflows for absurd counts; no buffer can match then.
+    let expected = (n / block).saturating_mul(size);
     if bytes != expected {
         return Err(QuantError::WrongByteLen {
             ty,
@@ -113,6 +121,9 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Quant
 
 /// [`dequantize`] into a new vector of `n` elements.
 pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>, QuantError> {
+    // Validate before allocating: `n` may come from an untrusted file header.
+    dequantizer(ty).ok_or(QuantError::DequantUnsupported(ty))?;
+    check_len(ty, n, src.len())?;
     let mut out = vec![0f32; n];
     dequantize(ty, src, &mut out)?;
     Ok(out)
@@ -125,6 +136,7 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
     check_len(ty, src.len(), dst.len())?;
     let fast = match ty {
         GgmlType::Q8_0 => dot::quantize_q8_0_fast(src, dst),
+        GgmlType::Q8_1 => dot::quantize_q8_1_fast(src, dst),
         GgmlType::Q8_K => dot::quantize_q8_k_fast(src, dst),
         _ => false,
     };

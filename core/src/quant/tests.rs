@@ -170,28 +170,77 @@ fn f16_up(x: f32) -> f32 {
     x * (1.0 + F16_REL) + 6.0e-8
 }
 
+/// The Q4_K covering bound of one super-block. Per sub-block j of 32: offset
+/// o_j = -min(min_j, 0), range r_j = max_j + o_j. The covering encoder rounds the min scale up
+/// (dmin <= f16_up(max o / 63)), so the stored offset m_j*dmin lies in [o_j, o_j + dmin]; the
+/// needed step is s_j = (max_j + m_j*dmin)/15 <= (r_j + dmin)/15, rounded up to a multiple of
+/// d <= f16_up(max s / 63). Nothing is clamped, so the error is at most half the stored step:
+/// (s_j + d)/2.
+fn q4_k_bound(b: &[f32]) -> f32 {
+    let sub: Vec<(f32, f32)> = b
+        .chunks(32)
+        .map(|s| {
+            let lo = s.iter().fold(0f32, |a, v| a.min(*v));
+            let hi = s.iter().fold(lo, |a, v| a.max(*v));
+            (-lo, hi - lo)
+        })
+        .collect();
+    let dmin = f16_up(sub.iter().fold(0f32, |a, s| a.max(s.0)) / 63.0);
+    let steps: Vec<f32> = sub.iter().map(|s| (s.1 + dmin) / 15.0).collect();
+    let d = f16_up(steps.iter().fold(0f32, |a, v| a.max(*v)) / 63.0);
+    let worst = steps.iter().fold(0f32, |a, v| a.max(*v));
+    0.5 * (worst + d) * (1.0 + 1e-5) + amax(b) * 1e-6 + 1e-30
+}
+
 #[test]
-fn q4_k_error_is_half_a_rounded_up_step() {
-    // Per sub-block j of 32: offset o_j = -min(min_j, 0), range r_j = max_j + o_j. The quantizer
-    // rounds the min scale up (dmin <= f16_up(max o / 63)), so the stored offset m_j*dmin lies
-    // in [o_j, o_j + dmin]; the needed step is s_j = (max_j + m_j*dmin)/15 <= (r_j + dmin)/15,
-    // rounded up to a multiple of d <= f16_up(max s / 63). Nothing is clamped, so the error is
-    // at most half the stored step: (s_j + d)/2.
-    check_bound(GgmlType::Q4_K, 256, |b| {
-        let sub: Vec<(f32, f32)> = b
-            .chunks(32)
-            .map(|s| {
-                let lo = s.iter().fold(0f32, |a, v| a.min(*v));
-                let hi = s.iter().fold(lo, |a, v| a.max(*v));
-                (-lo, hi - lo)
-            })
-            .collect();
-        let dmin = f16_up(sub.iter().fold(0f32, |a, s| a.max(s.0)) / 63.0);
-        let steps: Vec<f32> = sub.iter().map(|s| (s.1 + dmin) / 15.0).collect();
-        let d = f16_up(steps.iter().fold(0f32, |a, v| a.max(*v)) / 63.0);
-        let worst = steps.iter().fold(0f32, |a, v| a.max(*v));
-        0.5 * (worst + d) * (1.0 + 1e-5) + amax(b) * 1e-6 + 1e-30
-    });
+fn q4_k_covering_error_is_half_a_rounded_up_step() {
+    for (seed, n) in [(1u64, 256usize), (2, 4096), (3, 256 * 37)] {
+        let x = sample(seed, n, 256);
+        for (bi, xb) in x.chunks(256).enumerate() {
+            let mut block = [0u8; 144];
+            kquant_quantize::covering_q4_k(xb, &mut block);
+            let y = dequantize_to_vec(GgmlType::Q4_K, &block, 256).unwrap();
+            let bound = q4_k_bound(xb);
+            for (i, (a, r)) in xb.iter().zip(&y).enumerate() {
+                assert!((a - r).abs() <= bound, "seed {seed} block {bi} element {i}");
+            }
+        }
+    }
+}
+
+#[test]
+fn q4_k_weighted_rms_error_is_within_the_covering_bound() {
+    // quant_q4_k keeps the covering encoding unless the fitted one has a lower weighted squared
+    // error, so its weighted RMS error is within the covering bound. On Gaussian data the
+    // fitted encoding must win clearly, else the search is broken.
+    let mut sse = [0f64; 2];
+    for (seed, n) in [(1u64, 256usize), (2, 4096), (3, 256 * 37)] {
+        let x = sample(seed, n, 256);
+        let y = roundtrip(GgmlType::Q4_K, &x);
+        for (xb, yb) in x.chunks(256).zip(y.chunks(256)) {
+            let w = kquant_quantize::importance(xb);
+            let (num, den) = xb
+                .iter()
+                .zip(yb)
+                .zip(&w)
+                .fold((0f64, 0f64), |(n, d), ((a, r), w)| {
+                    (n + *w as f64 * ((a - r) as f64).powi(2), d + *w as f64)
+                });
+            let rms = if den > 0.0 { (num / den).sqrt() } else { 0.0 };
+            assert!(rms <= q4_k_bound(xb) as f64, "weighted rms {rms}");
+            let mut cover = [0u8; 144];
+            kquant_quantize::covering_q4_k(xb, &mut cover);
+            let mut best = [0u8; 144];
+            quantize(GgmlType::Q4_K, xb, &mut best).unwrap();
+            sse[0] += kquant_quantize::weighted_sse(&best, xb, &w) / den.max(1e-30);
+            sse[1] += kquant_quantize::weighted_sse(&cover, xb, &w) / den.max(1e-30);
+        }
+    }
+    eprintln!(
+        "Q4_K relative weighted squared error: chosen / covering = {}",
+        sse[0] / sse[1]
+    );
+    assert!(sse[0] < 0.9 * sse[1], "fitting gained too little: {sse:?}");
 }
 
 #[test]
@@ -261,6 +310,8 @@ fn bad_lengths_and_types_are_errors() {
         Err(QuantError::QuantUnsupported(GgmlType::Q2_K))
     ));
     assert!(quantize_to_vec(GgmlType::Q8_0, &[0f32; 33]).is_err());
+    // A huge element count from a bad header is refused before anything is allocated.
+    assert!(dequantize_to_vec(GgmlType::Q8_0, &[0u8; 34], usize::MAX / 64 * 32).is_err());
     for ty in [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
@@ -269,5 +320,41 @@ fn bad_lengths_and_types_are_errors() {
         GgmlType::Q8_K,
     ] {
         assert!(can_quantize(ty) && is_supported(ty), "{ty}");
+    }
+}
+
+#[test]
+fn round_half_away_matches_f32_round() {
+    let mut rng = Rng(99);
+    let mut values = vec![
+        0.5f32,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        0.49999997,
+        -0.49999997,
+        127.5,
+        -0.0,
+    ];
+    values.extend((0..100_000).map(|_| rng.normal() * 100.0));
+    values.extend((0..1000).map(|i| i as f32 / 2.0 - 250.0));
+    for v in values {
+        assert_eq!(float::round_half_away(v), v.round() as i32, "{v}");
+    }
+}
+
+#[test]
+fn f16_widening_is_exact_for_every_value() {
+    for h in 0..=u16::MAX {
+        let ours = float::f16_bits_to_f32(h);
+        let reference = half::f16::from_bits(h).to_f32();
+        if reference.is_nan() {
+            // NaNs keep sign and payload bits, as numpy's conversion does.
+            let expect = ((h as u32 & 0x8000) << 16) | 0x7f80_0000 | ((h as u32 & 0x3ff) << 13);
+            assert_eq!(ours.to_bits(), expect, "{h:#06x}");
+        } else {
+            assert_eq!(ours.to_bits(), reference.to_bits(), "{h:#06x}");
+        }
     }
 }

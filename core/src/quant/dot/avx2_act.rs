@@ -58,6 +58,23 @@ pub(super) unsafe fn quantize_q8_0(x: &[f32], dst: &mut [u8]) {
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn quantize_q8_1(x: &[f32], dst: &mut [u8]) {
+    for (xb, b) in x.chunks_exact(32).zip(dst.chunks_exact_mut(36)) {
+        let p = xb.as_ptr();
+        let d = absmax(p, 4) / 127.0;
+        let id = _mm256_set1_ps(if d == 0.0 { 0.0 } else { 1.0 / d });
+        let q = [0, 1, 2, 3].map(|g| round_away(_mm256_loadu_ps(p.add(8 * g)), id));
+        let sum = hsum_epi32(_mm256_add_epi32(
+            _mm256_add_epi32(q[0], q[1]),
+            _mm256_add_epi32(q[2], q[3]),
+        ));
+        b[0..2].copy_from_slice(&f16_bytes(d));
+        b[2..4].copy_from_slice(&f16_bytes(d * sum as f32));
+        _mm256_storeu_si256(b.as_mut_ptr().add(4) as *mut __m256i, pack_32(q));
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_q8_k(x: &[f32], dst: &mut [u8]) {
     let lo = _mm256_set1_epi32(-127);
     let hi = _mm256_set1_epi32(127);

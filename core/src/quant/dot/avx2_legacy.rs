@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use super::avx2_util::*;
 
 /// Shared loop for weights dotted with Q8_0 activations: `quants` gives the block's signed
-/// weight bytes.
+/// weight bytes. Two accumulators hide the FMA latency.
 #[inline(always)]
 unsafe fn with_q8_0(
     x: &[u8],
@@ -17,16 +17,25 @@ unsafe fn with_q8_0(
     quants: impl Fn(*const u8) -> __m256i,
 ) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
+    let block = |i: usize, acc: __m256| {
         let bw = px.add(i * size);
         let ba = py.add(i * 34);
-        let d = _mm256_set1_ps(f16_at(bw) * f16_at(ba));
+        let d = _mm256_mul_ps(f16x8_at(bw), f16x8_at(ba));
         let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
         let p = dot_i8_i8(quants(bw), qy);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc)
+    };
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 2 <= nb {
+        acc0 = block(i, acc0);
+        acc1 = block(i + 1, acc1);
+        i += 2;
     }
-    hsum_ps(acc)
+    if i < nb {
+        acc0 = block(i, acc0);
+    }
+    hsum_ps(_mm256_add_ps(acc0, acc1))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -55,18 +64,57 @@ pub(super) unsafe fn q5_0_q8_0(x: &[u8], y: &[u8], nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4_1_q8_1(x: &[u8], y: &[u8], nb: usize) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0f32;
-    for i in 0..nb {
+    // Per block: d_w * d_a * sum(q_w * q_a) + m_w * s_a (s_a = d_a * sum(q_a), stored).
+    let block = |i: usize, acc: __m256, mins: __m256| {
         let bw = px.add(i * 20);
         let ba = py.add(i * 36);
-        let d = _mm256_set1_ps(f16_at(bw) * f16_at(ba));
-        mins += f16_at(bw.add(2)) * f16_at(ba.add(2));
+        let d = _mm256_mul_ps(f16x8_at(bw), f16x8_at(ba));
+        let mins = _mm256_fmadd_ps(f16x8_at(bw.add(2)), f16x8_at(ba.add(2)), mins);
         let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
         let p = dot_u8_i8(nibbles_32(bw.add(4)), qy);
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        (_mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc), mins)
+    };
+    let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let (mut min0, mut min1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+    let mut i = 0;
+    while i + 2 <= nb {
+        (acc0, min0) = block(i, acc0, min0);
+        (acc1, min1) = block(i + 1, acc1, min1);
+        i += 2;
     }
-    hsum_ps(acc) + mins
+    if i < nb {
+        (acc0, min0) = block(i, acc0, min0);
+    }
+    // Every lane of the min accumulators holds the same sum: take one.
+    let mins = _mm256_add_ps(min0, min1);
+    hsum_ps(_mm256_add_ps(acc0, acc1)) + _mm_cvtss_f32(_mm256_castps256_ps128(mins))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_nl_q8_0(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let table = iq4_table();
+    with_q8_0(x, y, nb, 18, |b| {
+        _mm256_shuffle_epi8(table, nibbles_32(b.add(2)))
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_1_q8_1(x: &[u8], y: &[u8], nb: usize) -> f32 {
+    let (px, py) = (x.as_ptr(), y.as_ptr());
+    let fifth = _mm256_set1_epi8(0x10);
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = _mm256_setzero_ps();
+    for i in 0..nb {
+        let bw = px.add(i * 24);
+        let ba = py.add(i * 36);
+        let d = _mm256_mul_ps(f16x8_at(bw), f16x8_at(ba));
+        mins = _mm256_fmadd_ps(f16x8_at(bw.add(2)), f16x8_at(ba.add(2)), mins);
+        let high = _mm256_and_si256(bits_to_bytes_32(bw.add(4)), fifth);
+        let q = _mm256_or_si256(nibbles_32(bw.add(8)), high);
+        let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q, qy)), acc);
+    }
+    hsum_ps(acc) + _mm_cvtss_f32(_mm256_castps256_ps128(mins))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

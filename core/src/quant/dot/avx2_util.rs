@@ -2,12 +2,21 @@
 
 use std::arch::x86_64::*;
 
-/// Reads an f16 at `p` and widens it (F16C).
+/// Reads an f16 at `p` and widens it (F16C). Loading by broadcast writes the whole register,
+/// which avoids a false dependency on whatever register LLVM would insert the value into.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(
+        (p as *const i16).read_unaligned(),
+    )))
+}
+
+/// The f16 at `p`, widened and broadcast to 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn f16x8_at(p: *const u8) -> __m256 {
+    _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned()))
 }
 
 /// Reads an f32 at `p`.
@@ -80,4 +89,83 @@ pub(super) unsafe fn bits_to_bytes_32(p: *const u8) -> __m256i {
     // ...then every bit but bit j % 8 is forced on, so the byte is all ones iff that bit is.
     let others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
     _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1))
+}
+
+/// The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block (12 bytes at `p`), as bytes
+/// of two u64, unpacked with word operations (same layout as `kquant::scale_min_k4`).
+#[inline(always)]
+pub(super) unsafe fn scale_min_words(p: *const u8) -> (u64, u64) {
+    let w0 = (p as *const u32).read_unaligned();
+    let w1 = (p.add(4) as *const u32).read_unaligned();
+    let w2 = (p.add(8) as *const u32).read_unaligned();
+    let sc_lo = w0 & 0x3f3f3f3f;
+    let mn_lo = w1 & 0x3f3f3f3f;
+    let sc_hi = (w2 & 0x0f0f0f0f) | (((w0 >> 6) & 0x03030303) << 4);
+    let mn_hi = ((w2 >> 4) & 0x0f0f0f0f) | (((w1 >> 6) & 0x03030303) << 4);
+    (
+        sc_lo as u64 | (sc_hi as u64) << 32,
+        mn_lo as u64 | (mn_hi as u64) << 32,
+    )
+}
+
+/// Horizontal sum of 4 i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn hsum_epi32_128(s: __m128i) -> i32 {
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// Shuffle controls for Q6_K: control s picks i16 lane 2s into the low 128 bits and lane
+/// 2s + 1 into the high 128 bits, from a register holding 8 i16 scales in each half.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6_k_scale_picks() -> [__m256i; 4] {
+    let pick = |s: i8| {
+        let (a, b) = (4 * s, 4 * s + 2);
+        _mm256_setr_epi8(
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            a,
+            a + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+            b,
+            b + 1,
+        )
+    };
+    [pick(0), pick(1), pick(2), pick(3)]
+}
+
+/// The 16 IQ4 levels in both 128-bit halves, for byte-shuffle lookups.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_table() -> __m256i {
+    let levels = super::super::iq4::IQ4_LEVELS;
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(levels.as_ptr() as *const __m128i))
 }

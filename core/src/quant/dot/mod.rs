@@ -1,12 +1,17 @@
 //! Dot products of quantized weight rows with activations, for the CPU backend.
 //!
 //! As in GGML, an activation row is quantized once to the weight type's "vec-dot type"
-//! ([`vec_dot_type`]), then every weight row is dotted with it in integer arithmetic per
-//! block ([`vec_dot`]). Float weights (F32, F16, BF16) take f32 activations.
+//! ([`vec_dot_type`], [`quantize_activation`]): Q8_K for the K-quants and IQ4_XS, Q8_0 for
+//! Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, f32 for F32/F16/BF16. Then every weight row is
+//! dotted with it in integer arithmetic per block:
+//! - [`vec_dot`]: one row; [`vec_dot_rows`]: many consecutive rows against one activation
+//!   (token generation); [`vec_dot_multi`]: one row against several activations (prompt
+//!   processing: the weight block is unpacked once per 4 activations).
 //!
-//! Each kernel has a portable scalar version (`scalar.rs`) and, on x86_64, an AVX2+FMA+F16C
-//! version chosen at run time (`avx2_*.rs`); both compute the same exact integer sums per
-//! block and differ only in the order of the float accumulation.
+//! Each kernel has a portable scalar version (`scalar.rs`, the reference) and, on x86_64, an
+//! AVX2+FMA+F16C version chosen at run time (`avx2_*.rs`). Integer sums are exact in both; the
+//! K-quant SIMD kernels are bit-identical to the scalar ones, the 32-element ones differ only
+//! in the order of float accumulation.
 
 mod scalar;
 
@@ -16,6 +21,8 @@ mod avx2_act;
 mod avx2_kquant;
 #[cfg(target_arch = "x86_64")]
 mod avx2_legacy;
+#[cfg(target_arch = "x86_64")]
+mod avx2_multi;
 #[cfg(target_arch = "x86_64")]
 mod avx2_util;
 
@@ -30,6 +37,20 @@ pub fn vec_dot_type(w: GgmlType) -> GgmlType {
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
         _ => F32,
     }
+}
+
+/// Quantizes one activation row `x` into `buf` (resized as needed) in the vec-dot type of
+/// weights `w`, ready for [`vec_dot`] / [`vec_dot_rows`] / [`vec_dot_multi`]. `x.len()` must be
+/// a whole number of that type's blocks (for the K types: of 256).
+pub fn quantize_activation(
+    w: GgmlType,
+    x: &[f32],
+    buf: &mut Vec<u8>,
+) -> Result<(), crate::quant::QuantError> {
+    let at = vec_dot_type(w);
+    let (block, size) = at.block_geometry();
+    buf.resize(x.len() / block * size, 0);
+    crate::quant::quantize(at, x, buf)
 }
 
 /// Whether [`vec_dot`] handles weights of type `w`.
@@ -63,8 +84,12 @@ pub(crate) fn has_avx2() -> bool {
         && is_x86_feature_detected!("f16c")
 }
 
+/// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
+/// because SIMD kernels need CPU features; [`kernel`] only hands out ones this CPU has.
+type KernelFn = unsafe fn(&[u8], &[u8], usize) -> f32;
+
 /// Checks the row lengths; a mismatch is a caller bug (the backend sizes these buffers).
-fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
+fn check(w: GgmlType, w_len: usize, act: &[u8], n: usize) {
     let wt = vec_dot_type(w);
     let need_w = w.bytes_for(n as u64);
     let need_a = wt.bytes_for(n as u64);
@@ -73,10 +98,9 @@ fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
         "vec_dot: weight type {w} is not supported"
     );
     assert!(
-        need_w == Some(w_row.len() as u64) && need_a == Some(act.len() as u64),
+        need_w == Some(w_len as u64) && need_a == Some(act.len() as u64),
         "vec_dot: {n} elements of {w} need {need_w:?} weight bytes and {need_a:?} {wt} \
-         activation bytes, got {} and {}",
-        w_row.len(),
+         activation bytes, got {w_len} and {}",
         act.len()
     );
 }
@@ -87,72 +111,177 @@ fn check(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) {
 /// Panics when the lengths do not match `n` or the type is not supported
 /// ([`supports_vec_dot`]): both are caller bugs, not data errors.
 pub fn vec_dot(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
-    check(w, w_row, act, n);
+    check(w, w_row.len(), act, n);
+    // SAFETY: `kernel` returns only kernels this CPU supports; lengths were checked.
+    unsafe { kernel(w)(w_row, act, n / w.block_size()) }
+}
+
+/// `out[r]` = [`vec_dot`] of row `r` of `w_rows` (`out.len()` consecutive rows of `n`
+/// elements) with `act`. Checks and dispatches once for all rows, which matters for short
+/// rows.
+pub fn vec_dot_rows(w: GgmlType, w_rows: &[u8], act: &[u8], n: usize, out: &mut [f32]) {
+    let row_bytes = w.bytes_for(n as u64).unwrap_or(0) as usize;
+    assert!(
+        w_rows.len() == row_bytes * out.len(),
+        "vec_dot_rows: {} rows of {n} {w} elements need {} bytes, got {}",
+        out.len(),
+        row_bytes * out.len(),
+        w_rows.len()
+    );
+    if out.is_empty() {
+        return;
+    }
+    check(w, row_bytes, act, n);
+    let f = kernel(w);
+    let nb = n / w.block_size();
+    for (o, row) in out.iter_mut().zip(w_rows.chunks_exact(row_bytes)) {
+        // SAFETY: as in `vec_dot`.
+        *o = unsafe { f(row, act, nb) };
+    }
+}
+
+/// `out[c]` = [`vec_dot`] of `w_row` with activation row `c`, for `out.len()` activation rows
+/// stored one after another in `acts` (each in [`vec_dot_type`]`(w)`). On AVX2 the weight
+/// row is unpacked once per 4 activation rows, which speeds up batched (prompt) matmuls.
+pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut [f32]) {
+    let act_bytes = vec_dot_type(w).bytes_for(n as u64).unwrap_or(0) as usize;
+    assert!(
+        acts.len() == act_bytes * out.len(),
+        "vec_dot_multi: {} activation rows of {n} elements need {} bytes, got {}",
+        out.len(),
+        act_bytes * out.len(),
+        acts.len()
+    );
+    if out.is_empty() {
+        return;
+    }
+    check(w, w_row.len(), &acts[..act_bytes], n);
+    let nb = n / w.block_size();
+    let done = multi_simd(w, w_row, acts, act_bytes, nb, out);
+    let f = kernel(w);
+    for (c, o) in out.iter_mut().enumerate().skip(done) {
+        // SAFETY: as in `vec_dot`.
+        *o = unsafe { f(w_row, &acts[c * act_bytes..][..act_bytes], nb) };
+    }
+}
+
+/// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if
+/// this CPU and type have one; returns how many columns it filled.
+#[allow(unused_variables)]
+fn multi_simd(
+    w: GgmlType,
+    w_row: &[u8],
+    acts: &[u8],
+    act_bytes: usize,
+    nb: usize,
+    out: &mut [f32],
+) -> usize {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        if let Some(v) = avx2_dot(w, w_row, act, n) {
-            return v;
+        if let Some(f) = avx2_multi_kernel(w) {
+            const K: usize = avx2_multi::COLS;
+            let mut done = 0;
+            while done + K <= out.len() {
+                let cols: [&[u8]; K] =
+                    std::array::from_fn(|k| &acts[(done + k) * act_bytes..][..act_bytes]);
+                // SAFETY: features checked; every column has the checked length.
+                let r = unsafe { f(w_row, cols, nb) };
+                out[done..done + K].copy_from_slice(&r);
+                done += K;
+            }
+            return done;
         }
     }
-    scalar_dot(w, w_row, act, n)
+    0
+}
+
+/// The 4-column AVX2 kernel for `w`, if there is one.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::type_complexity)]
+fn avx2_multi_kernel(
+    w: GgmlType,
+) -> Option<unsafe fn(&[u8], [&[u8]; avx2_multi::COLS], usize) -> [f32; avx2_multi::COLS]> {
+    use GgmlType::*;
+    Some(match w {
+        Q4_0 => avx2_multi::q4_0_q8_0,
+        Q4_1 => avx2_multi::q4_1_q8_1,
+        Q5_0 => avx2_multi::q5_0_q8_0,
+        Q8_0 => avx2_multi::q8_0_q8_0,
+        Q4_K => avx2_multi::q4_k_q8_k,
+        Q6_K => avx2_multi::q6_k_q8_k,
+        _ => return None,
+    })
 }
 
 /// The portable kernel (also the reference the SIMD kernels are tested against).
 pub fn vec_dot_scalar(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
-    check(w, w_row, act, n);
-    scalar_dot(w, w_row, act, n)
+    check(w, w_row.len(), act, n);
+    let f = scalar_kernel(w).expect("checked by supports_vec_dot");
+    // SAFETY: scalar kernels need no CPU features; lengths were checked.
+    unsafe { f(w_row, act, n / w.block_size()) }
 }
 
-fn scalar_dot(w: GgmlType, x: &[u8], y: &[u8], n: usize) -> f32 {
-    use GgmlType::*;
-    let nb = n / w.block_size();
-    match w {
-        F32 => scalar::f32_f32(x, y, n),
-        F16 => scalar::f16_f32(x, y, n),
-        BF16 => scalar::bf16_f32(x, y, n),
-        Q4_0 => scalar::q4_0_q8_0(x, y, nb),
-        Q4_1 => scalar::q4_1_q8_1(x, y, nb),
-        Q5_0 => scalar::q5_0_q8_0(x, y, nb),
-        Q5_1 => scalar::q5_1_q8_1(x, y, nb),
-        Q8_0 => scalar::q8_0_q8_0(x, y, nb),
-        IQ4_NL => scalar::iq4_nl_q8_0(x, y, nb),
-        Q2_K => scalar::q2_k_q8_k(x, y, nb),
-        Q3_K => scalar::q3_k_q8_k(x, y, nb),
-        Q4_K => scalar::q4_k_q8_k(x, y, nb),
-        Q5_K => scalar::q5_k_q8_k(x, y, nb),
-        Q6_K => scalar::q6_k_q8_k(x, y, nb),
-        IQ4_XS => scalar::iq4_xs_q8_k(x, y, nb),
-        _ => unreachable!("checked by supports_vec_dot"),
+/// The fastest kernel for `w` on this CPU.
+fn kernel(w: GgmlType) -> KernelFn {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        if let Some(f) = avx2_kernel(w) {
+            return f;
+        }
     }
+    scalar_kernel(w).expect("checked by supports_vec_dot")
 }
 
-/// The AVX2 kernel for `w`, if there is one. Callers have checked the CPU features.
+fn scalar_kernel(w: GgmlType) -> Option<KernelFn> {
+    use GgmlType::*;
+    Some(match w {
+        F32 => scalar::f32_f32,
+        F16 => scalar::f16_f32,
+        BF16 => scalar::bf16_f32,
+        Q4_0 => scalar::q4_0_q8_0,
+        Q4_1 => scalar::q4_1_q8_1,
+        Q5_0 => scalar::q5_0_q8_0,
+        Q5_1 => scalar::q5_1_q8_1,
+        Q8_0 => scalar::q8_0_q8_0,
+        IQ4_NL => scalar::iq4_nl_q8_0,
+        Q2_K => scalar::q2_k_q8_k,
+        Q3_K => scalar::q3_k_q8_k,
+        Q4_K => scalar::q4_k_q8_k,
+        Q5_K => scalar::q5_k_q8_k,
+        Q6_K => scalar::q6_k_q8_k,
+        IQ4_XS => scalar::iq4_xs_q8_k,
+        _ => return None,
+    })
+}
+
+/// The AVX2 kernel for `w`, if there is one (callers check the CPU features first).
 #[cfg(target_arch = "x86_64")]
-fn avx2_dot(w: GgmlType, x: &[u8], y: &[u8], n: usize) -> Option<f32> {
+fn avx2_kernel(w: GgmlType) -> Option<KernelFn> {
     use GgmlType::*;
-    let nb = n / w.block_size();
-    // SAFETY: has_avx2() confirmed AVX2, FMA and F16C; `check` confirmed the lengths.
-    unsafe {
-        Some(match w {
-            F32 => avx2_legacy::f32_f32(x, y, n),
-            F16 => avx2_legacy::f16_f32(x, y, n),
-            Q4_0 => avx2_legacy::q4_0_q8_0(x, y, nb),
-            Q4_1 => avx2_legacy::q4_1_q8_1(x, y, nb),
-            Q5_0 => avx2_legacy::q5_0_q8_0(x, y, nb),
-            Q8_0 => avx2_legacy::q8_0_q8_0(x, y, nb),
-            Q4_K => avx2_kquant::q4_k_q8_k(x, y, nb),
-            Q6_K => avx2_kquant::q6_k_q8_k(x, y, nb),
-            _ => return None,
-        })
-    }
+    Some(match w {
+        F32 => avx2_legacy::f32_f32,
+        F16 => avx2_legacy::f16_f32,
+        Q4_0 => avx2_legacy::q4_0_q8_0,
+        Q4_1 => avx2_legacy::q4_1_q8_1,
+        Q5_0 => avx2_legacy::q5_0_q8_0,
+        Q8_0 => avx2_legacy::q8_0_q8_0,
+        Q5_1 => avx2_legacy::q5_1_q8_1,
+        IQ4_NL => avx2_legacy::iq4_nl_q8_0,
+        Q2_K => avx2_kquant::q2_k_q8_k,
+        Q3_K => avx2_kquant::q3_k_q8_k,
+        Q4_K => avx2_kquant::q4_k_q8_k,
+        Q5_K => avx2_kquant::q5_k_q8_k,
+        Q6_K => avx2_kquant::q6_k_q8_k,
+        IQ4_XS => avx2_kquant::iq4_xs_q8_k,
+        _ => return None,
+    })
 }
 
 /// Whether [`vec_dot`] uses a SIMD kernel for `w` on this machine (for tests and benchmarks).
 pub fn has_simd_kernel(w: GgmlType) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        use GgmlType::*;
-        has_avx2() && matches!(w, F32 | F16 | Q4_0 | Q4_1 | Q5_0 | Q8_0 | Q4_K | Q6_K)
+        has_avx2() && avx2_kernel(w).is_some()
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -162,12 +291,25 @@ pub fn has_simd_kernel(w: GgmlType) -> bool {
 }
 
 /// Quantizes one activation row `x` to Q8_0 (bit-identical to [`crate::quant::quantize`],
-/// using AVX2 when available). `dst` holds `x.len() / 32 * 34` bytes.
+/// using AVX2 when available). Returns false when the caller must use the scalar path.
 pub(crate) fn quantize_q8_0_fast(x: &[f32], dst: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: features checked; the caller checked the lengths.
         unsafe { avx2_act::quantize_q8_0(x, dst) };
+        return true;
+    }
+    let _ = (x, dst);
+    false
+}
+
+/// Quantizes one activation row to Q8_1 with AVX2 when available (bit-identical to the
+/// scalar quantizer). Returns false when the caller must use the scalar path.
+pub(crate) fn quantize_q8_1_fast(x: &[f32], dst: &mut [u8]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: features checked; the caller checked the lengths.
+        unsafe { avx2_act::quantize_q8_1(x, dst) };
         return true;
     }
     let _ = (x, dst);

@@ -126,17 +126,30 @@ pub(crate) fn q2_k_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
         let (scales, qs) = (&bw[0..16], &bw[16..80]);
         let mut sumi = 0i32;
         let mut summ = 0i32;
-        for g in 0..16 {
-            summ += (scales[g] >> 4) as i32 * bsums[g];
-        }
-        for e in 0..256 {
-            let (h, s, l) = (e / 128, (e % 128) / 32, e % 32);
-            let q = ((qs[h * 32 + l] >> (2 * s)) & 3) as i32;
-            sumi += (scales[e / 16] & 0x0F) as i32 * q * y[e] as i32;
-        }
+        for_groups(|g, e, l, s| {
+            if l % 16 == 0 {
+                summ += (scales[g] >> 4) as i32 * bsums[g];
+            }
+            let q = ((qs[(e / 128) * 32 + l] >> (2 * s)) & 3) as i32;
+            sumi += (scales[g] & 0x0F) as i32 * q * y[e] as i32;
+        });
         sum += da * f16_at(bw, 80) * sumi as f32 - da * f16_at(bw, 82) * summ as f32;
     }
     sum
+}
+
+/// Visits the 256 elements of a 2-bit-plane K block (Q2_K, Q3_K, Q6_K layouts) as
+/// (group of 16, element index, position l in its 32-run, plane s), in element order. Loops
+/// are laid out so the compiler sees constant shifts in each inner run.
+#[inline(always)]
+fn for_groups(mut f: impl FnMut(usize, usize, usize, usize)) {
+    for h in 0..2 {
+        for s in 0..4 {
+            for l in 0..32 {
+                f(h * 8 + s * 2 + l / 16, h * 128 + s * 32 + l, l, s);
+            }
+        }
+    }
 }
 
 pub(crate) fn q3_k_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
@@ -146,17 +159,16 @@ pub(crate) fn q3_k_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
         let (hmask, qs) = (&bw[0..32], &bw[32..96]);
         let scales = scales_q3_k(&bw[96..108]);
         let mut sumi = 0i32;
-        for e in 0..256 {
-            let (h, s, l) = (e / 128, (e % 128) / 32, e % 32);
-            let low = ((qs[h * 32 + l] >> (2 * s)) & 3) as i32;
+        for_groups(|g, e, l, s| {
+            let low = ((qs[(e / 128) * 32 + l] >> (2 * s)) & 3) as i32;
             let q = low
                 - if (hmask[l] >> (e / 32)) & 1 == 0 {
                     4
                 } else {
                     0
                 };
-            sumi += scales[e / 16] as i32 * q * y[e] as i32;
-        }
+            sumi += scales[g] as i32 * q * y[e] as i32;
+        });
         sum += da * f16_at(bw, 108) * sumi as f32;
     }
     sum
@@ -205,17 +217,25 @@ pub(crate) fn q6_k_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
     for (bw, ba) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(nb) {
         let (da, y, bsums) = q8k(ba);
         let (ql, qh, scales) = (&bw[0..128], &bw[128..192], &bw[192..208]);
+        let mut isum = [0i32; 16];
+        for h in 0..2 {
+            for l in 0..32 {
+                let (a0, a1, c) = (ql[h * 64 + l], ql[h * 64 + 32 + l], qh[h * 32 + l]);
+                let q = [
+                    (a0 & 0x0F) | ((c & 3) << 4),
+                    (a1 & 0x0F) | (((c >> 2) & 3) << 4),
+                    (a0 >> 4) | (((c >> 4) & 3) << 4),
+                    (a1 >> 4) | ((c >> 6) << 4),
+                ];
+                for (s, v) in q.iter().enumerate() {
+                    isum[h * 8 + s * 2 + l / 16] += *v as i32 * y[h * 128 + s * 32 + l] as i32;
+                }
+            }
+        }
+        // sum((q - 32) * a) = sum(q * a) - 32 * bsum: keeps q unsigned in the inner loop.
         let mut sumi = 0i32;
         for g in 0..16 {
-            // sum((q - 32) * a) = sum(q * a) - 32 * bsum: keeps q unsigned in the inner loop.
-            let mut s = -32 * bsums[g];
-            for (e, a) in y.iter().enumerate().skip(g * 16).take(16) {
-                let (h, sh, l) = (e / 128, (e % 128) / 32, e % 32);
-                let low = (ql[h * 64 + (sh % 2) * 32 + l] >> (4 * (sh / 2))) & 0x0F;
-                let high = (qh[h * 32 + l] >> (2 * sh)) & 3;
-                s += (low | (high << 4)) as i32 * *a as i32;
-            }
-            sumi += scales[g] as i8 as i32 * s;
+            sumi += scales[g] as i8 as i32 * (isum[g] - 32 * bsums[g]);
         }
         sum += da * f16_at(bw, 208) * sumi as f32;
     }
@@ -243,25 +263,38 @@ pub(crate) fn iq4_xs_q8_k(w: &[u8], a: &[u8], nb: usize) -> f32 {
     sum
 }
 
-/// Reads the `i`-th little-endian f32 of `b`.
+/// Float dot with 8 independent partial sums, so the compiler can vectorize it (a single
+/// running sum would force strict left-to-right order).
 #[inline(always)]
-fn f32_at(b: &[u8], i: usize) -> f32 {
-    f32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
+fn float_dot(n: usize, w: impl Fn(usize) -> f32, a: &[u8]) -> f32 {
+    let act = |i: usize| f32::from_le_bytes([a[4 * i], a[4 * i + 1], a[4 * i + 2], a[4 * i + 3]]);
+    let mut acc = [0f32; 8];
+    let full = n / 8 * 8;
+    for base in (0..full).step_by(8) {
+        for (k, s) in acc.iter_mut().enumerate() {
+            *s += w(base + k) * act(base + k);
+        }
+    }
+    let tail: f32 = (full..n).map(|i| w(i) * act(i)).sum();
+    acc.iter().sum::<f32>() + tail
 }
 
 pub(crate) fn f32_f32(w: &[u8], a: &[u8], n: usize) -> f32 {
-    (0..n).map(|i| f32_at(w, i) * f32_at(a, i)).sum()
+    float_dot(
+        n,
+        |i| f32::from_le_bytes([w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]]),
+        a,
+    )
 }
 
 pub(crate) fn f16_f32(w: &[u8], a: &[u8], n: usize) -> f32 {
-    (0..n).map(|i| f16_at(w, 2 * i) * f32_at(a, i)).sum()
+    float_dot(n, |i| f16_at(w, 2 * i), a)
 }
 
 pub(crate) fn bf16_f32(w: &[u8], a: &[u8], n: usize) -> f32 {
-    (0..n)
-        .map(|i| {
-            let bits = u16::from_le_bytes([w[2 * i], w[2 * i + 1]]) as u32;
-            f32::from_bits(bits << 16) * f32_at(a, i)
-        })
-        .sum()
+    float_dot(
+        n,
+        |i| f32::from_bits((u16::from_le_bytes([w[2 * i], w[2 * i + 1]]) as u32) << 16),
+        a,
+    )
 }

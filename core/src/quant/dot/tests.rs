@@ -172,3 +172,69 @@ fn simd_activation_quantizers_match_scalar() {
 fn wrong_lengths_are_reported() {
     vec_dot(GgmlType::Q8_0, &[0u8; 34], &[0u8; 33], 32);
 }
+
+#[test]
+fn vec_dot_rows_equals_row_by_row() {
+    let mut rng = Rng(77);
+    for ty in TYPES {
+        let n = 512;
+        let rows = 5;
+        let w: Vec<u8> = (0..rows)
+            .flat_map(|_| random_row(ty, n, &mut rng))
+            .collect();
+        let (a, _) = act_for(ty, &activation(n, &mut rng));
+        let mut out = vec![0f32; rows];
+        vec_dot_rows(ty, &w, &a, n, &mut out);
+        let row_bytes = w.len() / rows;
+        for (r, o) in out.iter().enumerate() {
+            let one = vec_dot(ty, &w[r * row_bytes..(r + 1) * row_bytes], &a, n);
+            assert_eq!(o.to_bits(), one.to_bits(), "{ty} row {r}");
+        }
+    }
+}
+
+#[test]
+fn vec_dot_multi_equals_single_columns() {
+    let mut rng = Rng(1234);
+    for ty in TYPES {
+        for cols in [1usize, 3, 4, 9] {
+            let n = 768;
+            let w = random_row(ty, n, &mut rng);
+            let wf = dequantize_to_vec(ty, &w, n).unwrap();
+            let mut acts = Vec::new();
+            let mut mags = Vec::new();
+            for _ in 0..cols {
+                let (a, af) = act_for(ty, &activation(n, &mut rng));
+                mags.push(reference(&wf, &af).1);
+                acts.extend_from_slice(&a);
+            }
+            let mut out = vec![0f32; cols];
+            vec_dot_multi(ty, &w, &acts, n, &mut out);
+            let ab = acts.len() / cols;
+            for c in 0..cols {
+                let one = vec_dot(ty, &w, &acts[c * ab..(c + 1) * ab], n);
+                if ty.block_size() == 256 {
+                    // K-quant kernels reduce each block exactly: same bits.
+                    assert_eq!(out[c].to_bits(), one.to_bits(), "{ty} cols {cols} col {c}");
+                } else {
+                    let tol = 1e-5 * mags[c] + 1e-30;
+                    assert!(
+                        (out[c] - one).abs() as f64 <= tol,
+                        "{ty} cols {cols} col {c}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_activation_uses_the_vec_dot_type() {
+    let x: Vec<f32> = (0..512).map(|i| (i as f32 * 0.1).sin()).collect();
+    let mut buf = Vec::new();
+    for ty in TYPES {
+        quantize_activation(ty, &x, &mut buf).unwrap();
+        assert_eq!(buf, quantize_to_vec(vec_dot_type(ty), &x).unwrap(), "{ty}");
+    }
+    assert!(quantize_activation(GgmlType::Q4_K, &x[..100], &mut buf).is_err());
+}

@@ -1,0 +1,193 @@
+//! AVX2 kernels dotting one weight row with 4 activation rows at once (prompt processing):
+//! each weight block is loaded and unpacked once and used 4 times. Per column, the integer
+//! work is the same as in the single-row kernels; K-quant results are bit-identical to them,
+//! legacy ones differ only in float accumulation order.
+
+use std::arch::x86_64::*;
+
+use super::avx2_util::*;
+
+/// Activation rows per call.
+pub(super) const COLS: usize = 4;
+
+/// Shared loop for weights against 4 Q8_0 activation rows; `quants` gives the block's signed
+/// weight bytes.
+#[inline(always)]
+unsafe fn with_q8_0(
+    x: &[u8],
+    ys: [&[u8]; COLS],
+    nb: usize,
+    size: usize,
+    quants: impl Fn(*const u8) -> __m256i,
+) -> [f32; COLS] {
+    let px = x.as_ptr();
+    let py = ys.map(|y| y.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let bw = px.add(i * size);
+        let dw = f16x8_at(bw);
+        let q = quants(bw);
+        let q_abs = _mm256_sign_epi8(q, q);
+        for k in 0..COLS {
+            let ba = py[k].add(i * 34);
+            let d = _mm256_mul_ps(dw, f16x8_at(ba));
+            let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
+            let p = dot_u8_i8(q_abs, _mm256_sign_epi8(qy, q));
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+        }
+    }
+    let mut out = [0f32; COLS];
+    for k in 0..COLS {
+        out[k] = hsum_ps(acc[k]);
+    }
+    out
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(x, ys, nb, 34, |b| {
+        _mm256_loadu_si256(b.add(2) as *const __m256i)
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(x, ys, nb, 18, |b| {
+        _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8))
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(x, ys, nb, 22, |b| {
+        let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+        _mm256_or_si256(nibbles_32(b.add(6)), clear)
+    })
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_1_q8_1(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    let px = x.as_ptr();
+    let py = ys.map(|y| y.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); COLS];
+    let mut mins = [_mm256_setzero_ps(); COLS];
+    for i in 0..nb {
+        let bw = px.add(i * 20);
+        let dw = f16x8_at(bw);
+        let mw = f16x8_at(bw.add(2));
+        let q = nibbles_32(bw.add(4));
+        for k in 0..COLS {
+            let ba = py[k].add(i * 36);
+            let d = _mm256_mul_ps(dw, f16x8_at(ba));
+            mins[k] = _mm256_fmadd_ps(mw, f16x8_at(ba.add(2)), mins[k]);
+            let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
+            let p = dot_u8_i8(q, qy);
+            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+        }
+    }
+    let mut out = [0f32; COLS];
+    for k in 0..COLS {
+        // Every lane of a min accumulator holds the same sum: take one.
+        out[k] = hsum_ps(acc[k]) + _mm_cvtss_f32(_mm256_castps256_ps128(mins[k]));
+    }
+    out
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    let px = x.as_ptr();
+    let py = ys.map(|y| y.as_ptr());
+    let low = _mm256_set1_epi8(0x0F);
+    let mut sum = [0f32; COLS];
+    for i in 0..nb {
+        let bw = px.add(i * 144);
+        let (sc, mn) = scale_min_words(bw.add(4));
+        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+        let (dw, dminw) = (f16_at(bw), f16_at(bw.add(2)));
+        let mut acc = [_mm256_setzero_si256(); COLS];
+        for c in 0..4 {
+            let raw = _mm256_loadu_si256(bw.add(16 + 32 * c) as *const __m256i);
+            let lo = _mm256_and_si256(raw, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            let s0 = _mm256_set1_epi16(((sc >> (16 * c)) & 0xff) as i16);
+            let s1 = _mm256_set1_epi16(((sc >> (16 * c + 8)) & 0xff) as i16);
+            for k in 0..COLS {
+                let ba = py[k].add(i * 292);
+                let a0 = _mm256_loadu_si256(ba.add(4 + 64 * c) as *const __m256i);
+                let a1 = _mm256_loadu_si256(ba.add(36 + 64 * c) as *const __m256i);
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), s0);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), s1);
+                acc[k] = _mm256_add_epi32(acc[k], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for k in 0..COLS {
+            let ba = py[k].add(i * 292);
+            let da = f32_at(ba);
+            let pairs = _mm_hadd_epi16(
+                _mm_loadu_si128(ba.add(260) as *const __m128i),
+                _mm_loadu_si128(ba.add(276) as *const __m128i),
+            );
+            let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
+            let sumi = hsum_epi32(acc[k]);
+            sum[k] += da * dw * sumi as f32 - da * dminw * summ as f32;
+        }
+    }
+    sum
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    let px = x.as_ptr();
+    let py = ys.map(|y| y.as_ptr());
+    let low = _mm256_set1_epi8(0x0F);
+    let two = _mm256_set1_epi8(0x03);
+    let picks = q6_k_scale_picks();
+    let mut sum = [0f32; COLS];
+    for i in 0..nb {
+        let bw = px.add(i * 210);
+        let sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bw.add(192) as *const __m128i));
+        let mut acc = [_mm256_setzero_si256(); COLS];
+        for h in 0..2 {
+            let half = if h == 0 {
+                _mm256_permute2x128_si256(sc16, sc16, 0x00)
+            } else {
+                _mm256_permute2x128_si256(sc16, sc16, 0x11)
+            };
+            let ql = bw.add(64 * h);
+            let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
+            let l0 = _mm256_loadu_si256(ql as *const __m256i);
+            let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+            let nib = [
+                _mm256_and_si256(l0, low),
+                _mm256_and_si256(l1, low),
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+            ];
+            let high = [
+                _mm256_and_si256(qh, two),
+                _mm256_and_si256(_mm256_srli_epi16(qh, 2), two),
+                _mm256_and_si256(_mm256_srli_epi16(qh, 4), two),
+                _mm256_and_si256(_mm256_srli_epi16(qh, 6), two),
+            ];
+            for s in 0..4 {
+                let q = _mm256_or_si256(nib[s], _mm256_slli_epi16(high[s], 4));
+                let sc = _mm256_shuffle_epi8(half, picks[s]);
+                for k in 0..COLS {
+                    let a = py[k].add(i * 292 + 4 + 128 * h + 32 * s);
+                    let a = _mm256_loadu_si256(a as *const __m256i);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), sc);
+                    acc[k] = _mm256_add_epi32(acc[k], p);
+                }
+            }
+        }
+        let dw = f16_at(bw.add(208));
+        for k in 0..COLS {
+            let ba = py[k].add(i * 292);
+            let bsums = _mm256_loadu_si256(ba.add(260) as *const __m256i);
+            let corr = hsum_epi32(_mm256_madd_epi16(sc16, bsums));
+            let sumi = hsum_epi32(acc[k]) - 32 * corr;
+            sum[k] += f32_at(ba) * dw * sumi as f32;
+        }
+    }
+    sum
+}
