@@ -83,7 +83,8 @@ impl BpeMerges {
                 msg: format!("entry {rank} is a {}", v.type_name()),
             })?;
             // Split at the first space after the first byte (a side may itself be a space).
-            let Some(pos) = s.get(1..).and_then(|t| t.find(' ')).map(|p| p + 1) else {
+            let found = s.as_bytes().iter().skip(1).position(|&b| b == b' ');
+            let Some(pos) = found.map(|p| p + 1) else {
                 continue;
             };
             let (a, b) = (&s[..pos], &s[pos + 1..]);
