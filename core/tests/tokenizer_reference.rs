@@ -27,7 +27,10 @@ fn check_model(key: &str) {
         let text = case["text"].as_str().expect("text");
         let got = tok.encode(text, false, false);
         if got != ids(&case["ids"]) {
-            failures.push(format!("{text:?}: got {got:?}, want {:?}", ids(&case["ids"])));
+            failures.push(format!(
+                "{text:?}: got {got:?}, want {:?}",
+                ids(&case["ids"])
+            ));
         }
         let got = tok.encode(text, false, true);
         if got != ids(&case["ids_special"]) {
@@ -48,7 +51,14 @@ fn check_model(key: &str) {
         }
         assert_eq!(
             tok.decode(&want, true),
-            format!("{}{prompt}", if add_bos { tok.token_text(want[0]).unwrap() } else { String::new() }),
+            format!(
+                "{}{prompt}",
+                if add_bos {
+                    tok.token_text(want[0]).unwrap()
+                } else {
+                    String::new()
+                }
+            ),
             "{key}: decode with special tokens"
         );
         // Generated pieces streamed one by one give the same text as a whole decode.
@@ -106,7 +116,11 @@ fn smollm2_matches_llama_cpp() {
 fn qwen2_matches_llama_cpp() {
     check_model("qwen2");
     if let Some((tok, _)) = load("qwen2") {
-        assert!(tok.is_eog(151645) && tok.is_eog(151643), "{:?}", tok.eog_ids());
+        assert!(
+            tok.is_eog(151645) && tok.is_eog(151643),
+            "{:?}",
+            tok.eog_ids()
+        );
         assert_eq!(tok.eos(), Some(151645));
     }
 }
@@ -114,12 +128,17 @@ fn qwen2_matches_llama_cpp() {
 /// Special tokens: parsed only when asked, user-defined ones always.
 #[test]
 fn special_token_parsing() {
-    let Some((tok, _)) = load("qwen2") else { return };
+    let Some((tok, _)) = load("qwen2") else {
+        return;
+    };
     let im_start = tok.token_id("<|im_start|>").unwrap();
     let with = tok.encode("<|im_start|>user", false, true);
     assert_eq!(with[0], im_start);
     let without = tok.encode("<|im_start|>user", false, false);
-    assert!(!without.contains(&im_start) && without.len() > 3, "{without:?}");
+    assert!(
+        !without.contains(&im_start) && without.len() > 3,
+        "{without:?}"
+    );
     // <tool_call> is user-defined in Qwen's vocabulary: always one token.
     let tool = tok.token_id("<tool_call>").unwrap();
     assert_eq!(tok.encode("a<tool_call>b", false, false)[1], tool);

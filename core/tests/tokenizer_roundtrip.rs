@@ -24,9 +24,38 @@ impl Rng {
 /// A random string mixing scripts, emoji, whitespace runs, markup and arbitrary code points.
 fn random_text(rng: &mut Rng) -> String {
     const PARTS: &[&str] = &[
-        " ", "  ", "\n", "\n\n", "\t", "\r\n", "'s", "'LL", "<", ">", "|", "<b>", "</s", "123",
-        "4567", "é", "ß", "東京", "🚀", "👍🏽", "\u{200d}", "\u{0301}", "\u{00a0}", "\u{3000}",
-        "hello", " world", "Привет", "مرحبا", "한국어", "▁", "Ġ", "<0x41>",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        "\r\n",
+        "'s",
+        "'LL",
+        "<",
+        ">",
+        "|",
+        "<b>",
+        "</s",
+        "123",
+        "4567",
+        "é",
+        "ß",
+        "東京",
+        "🚀",
+        "👍🏽",
+        "\u{200d}",
+        "\u{0301}",
+        "\u{00a0}",
+        "\u{3000}",
+        "hello",
+        " world",
+        "Привет",
+        "مرحبا",
+        "한국어",
+        "▁",
+        "Ġ",
+        "<0x41>",
     ];
     let n = rng.below(24) as usize;
     let mut s = String::new();
@@ -102,7 +131,9 @@ fn decode_inverts_encode_on_random_unicode() {
 #[ignore]
 fn timings() {
     for key in ["gemma3", "smollm2", "qwen2"] {
-        let Some(path) = model_path(key) else { continue };
+        let Some(path) = model_path(key) else {
+            continue;
+        };
         let t0 = Instant::now();
         let file = ModelFile::open(&path).expect("open");
         let t1 = Instant::now();

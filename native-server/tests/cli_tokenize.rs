@@ -26,7 +26,11 @@ fn tokenize_prints_reference_ids() {
         .map(|v| v.to_string())
         .collect();
     let out = weft(&["tokenize", "--model", model, text]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), want.join(" "));
 
     // Chat prompt: special tokens parsed, JSON output with pieces.
@@ -46,7 +50,9 @@ fn tokenize_prints_reference_ids() {
 
 #[test]
 fn tokenize_bos_follows_the_model() {
-    let Some(model) = model_path("gemma3") else { return };
+    let Some(model) = model_path("gemma3") else {
+        return;
+    };
     let model = model.to_str().unwrap();
     let out = weft(&["tokenize", "--model", model, "--bos", "Hello, world!"]);
     let ids = String::from_utf8_lossy(&out.stdout).to_string();

@@ -14,15 +14,22 @@ use crate::gguf::Value;
 
 /// GPT-2's printable stand-in for each byte.
 pub(crate) fn byte_to_char(b: u8) -> char {
-    let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
-    if printable {
-        return b as char;
-    }
-    // Non-printable bytes take 256, 257, ... in byte order.
-    let n = (0..b)
-        .filter(|&x| !matches!(x, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF))
-        .count() as u32;
-    char::from_u32(256 + n).unwrap_or('?')
+    static TABLE: std::sync::OnceLock<[char; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let printable = |x: u8| matches!(x, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+        let mut t = ['\0'; 256];
+        // Printable bytes stand for themselves; the others take 256, 257, ... in byte order.
+        let mut next = 256u32;
+        for x in 0..=255u8 {
+            t[x as usize] = if printable(x) {
+                x as char
+            } else {
+                next += 1;
+                char::from_u32(next - 1).unwrap_or('?')
+            };
+        }
+        t
+    })[b as usize]
 }
 
 /// The byte a GPT-2 stand-in character represents.
@@ -60,7 +67,7 @@ impl std::hash::Hasher for IdHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7cc1_b727_220a_95);
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
         }
     }
     fn write_u64(&mut self, v: u64) {
@@ -68,6 +75,9 @@ impl std::hash::Hasher for IdHasher {
         self.0 ^= self.0 >> 32;
     }
 }
+
+/// A merge candidate: (rank, left position, right position, left id, right id).
+type Candidate = (u32, u32, u32, u32, u32);
 
 fn key(a: u32, b: u32) -> u64 {
     ((a as u64) << 32) | b as u64
@@ -119,7 +129,10 @@ impl BpeMerges {
         }
         if ignore_merges {
             let encoded: String = word.iter().map(|&b| byte_to_char(b)).collect();
-            if let Some(id) = texts.get(encoded.as_bytes()).filter(|&i| (i as usize) < n_vocab) {
+            if let Some(id) = texts
+                .get(encoded.as_bytes())
+                .filter(|&i| (i as usize) < n_vocab)
+            {
                 out.push(id);
                 return;
             }
@@ -142,7 +155,7 @@ impl BpeMerges {
             })
             .collect();
         // Min-heap on (rank, left position); the ids detect stale entries.
-        let mut heap: BinaryHeap<Reverse<(u32, u32, u32, u32, u32)>> = BinaryHeap::new();
+        let mut heap: BinaryHeap<Reverse<Candidate>> = BinaryHeap::new();
         let push = |heap: &mut BinaryHeap<_>, syms: &[Sym], l: i32, r: i32| {
             if l < 0 || r < 0 {
                 return;

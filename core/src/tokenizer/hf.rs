@@ -78,17 +78,13 @@ impl HfTokenizer {
             .filter(|(_, t)| t.special)
             .map(|(&id, _)| id)
             .collect();
-        let named = |name: &str| {
-            parse
-                .token_to_id(name)
-                .filter(|id| special.contains(id))
-        };
+        let named = |name: &str| parse.token_to_id(name).filter(|id| special.contains(id));
         // What the post-processor puts before a sequence tells whether BOS is added.
         let with = parse.encode("a", true).map_err(err)?;
         let without = parse.encode("a", false).map_err(err)?;
         let (with, without) = (with.get_ids(), without.get_ids());
-        let first_added = (with.len() > without.len() && with.first() != without.first())
-            .then(|| with[0]);
+        let first_added =
+            (with.len() > without.len() && with.first() != without.first()).then(|| with[0]);
         let bos = first_added.or_else(|| {
             ["<s>", "<bos>", "<|begin_of_text|>", "[CLS]"]
                 .iter()
@@ -144,7 +140,11 @@ impl HfTokenizer {
             return Vec::new();
         };
         if self.special.contains(&id) {
-            return if special { text.into_bytes() } else { Vec::new() };
+            return if special {
+                text.into_bytes()
+            } else {
+                Vec::new()
+            };
         }
         match self.style {
             PieceStyle::ByteLevel => {

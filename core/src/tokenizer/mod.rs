@@ -23,8 +23,8 @@ mod decode;
 #[cfg(not(target_arch = "wasm32"))]
 mod hf;
 mod pretok;
-mod spm;
 mod special;
+mod spm;
 mod stream;
 mod table;
 pub mod unicode;

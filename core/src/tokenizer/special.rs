@@ -150,8 +150,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     let first = needle[0];
-    (0..=hay.len() - needle.len())
-        .find(|&i| hay[i] == first && &hay[i..i + needle.len()] == needle)
+    (0..=hay.len() - needle.len()).find(|&i| hay[i] == first && &hay[i..i + needle.len()] == needle)
 }
 
 #[cfg(test)]

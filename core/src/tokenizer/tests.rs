@@ -72,8 +72,21 @@ fn strs(a: &[&str]) -> Vec<String> {
 /// U+2581, continuation pieces carry nothing.
 fn bert() -> Tokenizer {
     let tokens = [
-        "[PAD]", "[UNK]", "[CLS]", "[SEP]", "▁hello", "▁world", "▁un", "aff", "able", "▁,",
-        "▁!", "▁cafe", "▁東", "▁the", "▁[MASK]",
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "▁hello",
+        "▁world",
+        "▁un",
+        "aff",
+        "able",
+        "▁,",
+        "▁!",
+        "▁cafe",
+        "▁東",
+        "▁the",
+        "▁[MASK]",
     ];
     let types = vec![3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3];
     Tokenizer::from_gguf(&gguf(&[
@@ -118,7 +131,10 @@ fn spm(add_space_prefix: bool) -> Tokenizer {
         ("tokenizer.ggml.tokens", Kv::Strs(tokens)),
         ("tokenizer.ggml.token_type", Kv::I32s(types)),
         ("tokenizer.ggml.scores", Kv::F32s(scores)),
-        ("tokenizer.ggml.add_space_prefix", Kv::Bool(add_space_prefix)),
+        (
+            "tokenizer.ggml.add_space_prefix",
+            Kv::Bool(add_space_prefix),
+        ),
     ]))
     .expect("spm vocab")
 }
@@ -147,7 +163,9 @@ fn sentencepiece_merges_scores_and_byte_fallback() {
 
 /// A tiny byte-level BPE vocabulary.
 fn gpt2(pre: &str) -> Tokenizer {
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| bpe::byte_to_char(b).to_string()).collect();
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|b| bpe::byte_to_char(b).to_string())
+        .collect();
     for t in ["Ġt", "he", "Ġthe", "Ġ1", "<|end|>", "<|endoftext|>"] {
         tokens.push(t.to_string());
     }
@@ -160,7 +178,10 @@ fn gpt2(pre: &str) -> Tokenizer {
         ("tokenizer.ggml.pre", Kv::Str(pre)),
         ("tokenizer.ggml.tokens", Kv::Strs(tokens)),
         ("tokenizer.ggml.token_type", Kv::I32s(types)),
-        ("tokenizer.ggml.merges", Kv::Strs(strs(&["Ġ t", "h e", "Ġt he", "Ġ 1"]))),
+        (
+            "tokenizer.ggml.merges",
+            Kv::Strs(strs(&["Ġ t", "h e", "Ġt he", "Ġ 1"])),
+        ),
         ("tokenizer.ggml.eos_token_id", Kv::U32(261)),
     ]))
     .expect("bpe vocab")
@@ -176,13 +197,19 @@ fn byte_level_bpe_and_pre_tokenizers() {
     // gpt-2 keeps " 1" together (one word); smollm splits digits off first.
     assert_eq!(t.encode(" 1", false, false), vec![259]);
     let s = gpt2("smollm");
-    assert_eq!(s.encode(" 1", false, false), vec![bpe_id(b' '), bpe_id(b'1')]);
+    assert_eq!(
+        s.encode(" 1", false, false),
+        vec![bpe_id(b' '), bpe_id(b'1')]
+    );
     // The Llama 3 pre-tokenizer turns BOS on (llama.cpp's default BPE BOS id is 11).
     let l3 = gpt2("llama-bpe");
     assert!(l3.add_bos_default());
     assert_eq!(l3.encode("x", true, false), vec![11, b'x' as u32]);
     assert_eq!(t.eog_ids(), &[260, 261]);
-    assert_eq!(t.decode(&t.encode("héllo\n 🚀", false, false), false), "héllo\n 🚀");
+    assert_eq!(
+        t.decode(&t.encode("héllo\n 🚀", false, false), false),
+        "héllo\n 🚀"
+    );
 }
 
 fn bpe_id(b: u8) -> u32 {
@@ -192,7 +219,10 @@ fn bpe_id(b: u8) -> u32 {
 #[test]
 fn bad_metadata_is_an_error() {
     let e = Tokenizer::from_gguf(&gguf(&[("tokenizer.ggml.model", Kv::Str("llama"))]));
-    assert!(matches!(e, Err(TokenizerError::Missing("tokenizer.ggml.tokens"))));
+    assert!(matches!(
+        e,
+        Err(TokenizerError::Missing("tokenizer.ggml.tokens"))
+    ));
     let e = Tokenizer::from_gguf(&gguf(&[
         ("tokenizer.ggml.model", Kv::Str("rwkv")),
         ("tokenizer.ggml.tokens", Kv::Strs(strs(&["a"]))),
@@ -210,7 +240,10 @@ fn tokenizer_json() -> Tokenizer {
     for b in 0..=255u8 {
         vocab.insert(bpe::byte_to_char(b).to_string(), b.into());
     }
-    for (i, t) in ["hi", "Ġt", "he", "Ġthe", "re", "Ġthere"].iter().enumerate() {
+    for (i, t) in ["hi", "Ġt", "he", "Ġthe", "re", "Ġthere"]
+        .iter()
+        .enumerate()
+    {
         vocab.insert(t.to_string(), (256 + i).into());
     }
     let added = |id: u32, content: &str, special: bool| {
@@ -254,7 +287,10 @@ fn tokenizer_json_path() {
     assert_eq!(t.encode("hi there", true, true), vec![262, 256, 261]);
     assert_eq!(t.encode("hi<|end|>", false, true), vec![256, 263]);
     let literal: Vec<u32> = "<|end|>".bytes().map(u32::from).collect();
-    assert_eq!(t.encode("hi<|end|>", false, false), [vec![256], literal].concat());
+    assert_eq!(
+        t.encode("hi<|end|>", false, false),
+        [vec![256], literal].concat()
+    );
     assert_eq!(t.encode("a<tool>", false, false), vec![b'a' as u32, 264]);
     assert_eq!(t.decode(&[256, 261, 263], false), "hi there");
     assert_eq!(t.decode(&[256, 261, 263], true), "hi there<|end|>");

@@ -27,7 +27,7 @@ pub(crate) enum Algo {
     Spm,
     /// Byte-level BPE with ranked merges (`gpt2`).
     Bpe {
-        merges: BpeMerges,
+        merges: Box<BpeMerges>,
         pre: PreTokenizer,
         ignore_merges: bool,
     },
@@ -129,10 +129,7 @@ impl GgufVocab {
             return Err(bad(tokens_key, "the vocabulary is empty"));
         }
         let n = tokens.len();
-        let total: usize = tokens
-            .iter()
-            .map(|v| v.as_str().map_or(0, str::len))
-            .sum();
+        let total: usize = tokens.iter().map(|v| v.as_str().map_or(0, str::len)).sum();
         let mut texts = TextTable::with_capacity(n, total);
         let mut max_token_len = 0;
         for (i, v) in tokens.iter().enumerate() {
@@ -172,13 +169,8 @@ impl GgufVocab {
         }
 
         // Defaults per model type, then metadata overrides (llama.cpp's load order).
-        let (mut bos, mut eos, mut unk, mut sep, mut pad): (
-            Option<u32>,
-            Option<u32>,
-            Option<u32>,
-            Option<u32>,
-            Option<u32>,
-        );
+        type Id = Option<u32>;
+        let (mut bos, mut eos, mut unk, mut sep, mut pad): (Id, Id, Id, Id, Id);
         let mut add_bos;
         let mut add_eos = false;
         let mut add_sep = false;
@@ -202,7 +194,7 @@ impl GgufVocab {
                 if pre_add_bos {
                     add_bos = true;
                 }
-                let merges = BpeMerges::build(&mut texts, merges)?;
+                let merges = Box::new(BpeMerges::build(&mut texts, merges)?);
                 Algo::Bpe {
                     merges,
                     pre: pre_tok,
@@ -285,9 +277,7 @@ impl GgufVocab {
         }
         // Control tokens named "unused" are also unused.
         for (id, a) in attrs.iter_mut().enumerate() {
-            if *a & attr::CONTROL != 0
-                && texts.text(id as u32).windows(6).any(|w| w == b"unused")
-            {
+            if *a & attr::CONTROL != 0 && texts.text(id as u32).windows(6).any(|w| w == b"unused") {
                 *a |= attr::UNUSED;
             }
         }
@@ -343,6 +333,8 @@ impl GgufVocab {
 
     /// The id of a vocabulary text (not the extra strings BPE merges intern).
     pub fn token_id(&self, text: &[u8]) -> Option<u32> {
-        self.texts.get(text).filter(|&id| (id as usize) < self.n_vocab)
+        self.texts
+            .get(text)
+            .filter(|&id| (id as usize) < self.n_vocab)
     }
 }

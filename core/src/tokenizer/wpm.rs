@@ -56,7 +56,10 @@ pub(crate) fn encode(v: &GgufVocab, text: &str, out: &mut Vec<u32>) {
         let mut i = 0;
         while i < b.len() {
             let hi = b.len().min(i + v.max_token_len + 1);
-            match (i + 1..=hi).rev().find_map(|j| v.token_id(&b[i..j]).map(|id| (j, id))) {
+            match (i + 1..=hi)
+                .rev()
+                .find_map(|j| v.token_id(&b[i..j]).map(|id| (j, id)))
+            {
                 Some((j, id)) => {
                     out.push(id);
                     i = j;
