@@ -16,7 +16,14 @@
 //! Decoding: [`Tokenizer::decode`] renders whole sequences; [`StreamDecoder`] renders one
 //! token at a time and never emits half a UTF-8 character. llama.cpp's `clean_spaces`
 //! post-processing (used by a few older BPE models, none of ours) is not applied, so
-//! `decode(encode(s)) == s` for every GGUF vocabulary with byte fallback or byte-level BPE.
+//! `decode(encode(s)) == s` for every GGUF vocabulary with byte fallback or byte-level BPE
+//! (except that SentencePiece reads a literal U+2581 as a space, and characters whose bytes a
+//! byte-level vocabulary lacks are dropped, as in llama.cpp).
+//!
+//! Cost (release, 2 busy cores, 2026-11-30, `cargo test --release -p weft-core --test
+//! tokenizer_roundtrip -- --ignored --nocapture timings`): building from already-parsed
+//! metadata takes 94 ms for Gemma 3 (262k tokens), 25 ms for SmolLM2, 104 ms for Qwen2.5
+//! (151k merges); encoding runs at 2.1 / 5.3 / 4.7 MB of text per second.
 
 mod bpe;
 mod decode;
