@@ -6,8 +6,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weft/target}"
 
-if ! python3 -c "import numpy, gguf, jinja2" 2>/dev/null; then
-  python3 -m pip install -q -r scripts/requirements-test.txt
-fi
+# pip is quick when everything is already installed at the pinned versions.
+python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
 scripts/fetch-models.sh
 cargo test --workspace "$@"
