@@ -6,6 +6,7 @@
 //! One file per family: [`float`](self) (F32, F16, BF16), legacy (Q4_0 … Q8_1), kquant
 //! (Q2_K … Q8_K), iq4 (IQ4_NL, IQ4_XS).
 
+pub mod dot;
 mod error;
 mod float;
 mod iq4;
@@ -122,6 +123,27 @@ pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>,
 pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
     let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
     check_len(ty, src.len(), dst.len())?;
+    let fast = match ty {
+        GgmlType::Q8_0 => dot::quantize_q8_0_fast(src, dst),
+        GgmlType::Q8_K => dot::quantize_q8_k_fast(src, dst),
+        _ => false,
+    };
+    if fast {
+        return Ok(());
+    }
+    quantize_scalar_checked(ty, f, src, dst);
+    Ok(())
+}
+
+/// The portable quantizer for `ty` (also the reference for the SIMD activation quantizers).
+pub fn quantize_scalar(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
+    check_len(ty, src.len(), dst.len())?;
+    quantize_scalar_checked(ty, f, src, dst);
+    Ok(())
+}
+
+fn quantize_scalar_checked(ty: GgmlType, f: BlockQuant, src: &[f32], dst: &mut [u8]) {
     let (block, size) = ty.block_geometry();
     if block == 1 {
         f(src, dst);
@@ -130,7 +152,6 @@ pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantEr
             f(x, b);
         }
     }
-    Ok(())
 }
 
 /// [`quantize`] into a new byte vector.

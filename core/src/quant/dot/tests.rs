@@ -1,0 +1,174 @@
+//! vec_dot against the f64 dot of dequantized rows, SIMD against scalar, and the SIMD
+//! activation quantizers against the scalar ones, on random rows of every supported type.
+
+use super::*;
+use crate::quant::{dequantize_to_vec, quantize, quantize_scalar, quantize_to_vec};
+
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    fn uniform(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// Byte offsets of f16 scale fields, per type (random bits elsewhere are all valid).
+fn f16_fields(ty: GgmlType) -> &'static [usize] {
+    use GgmlType::*;
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | IQ4_XS => &[0],
+        Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
+        Q2_K => &[80, 82],
+        Q3_K => &[108],
+        Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// A random weight row: random block bits with sane f16 scales; float types from values.
+fn random_row(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
+    if matches!(ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+        let x: Vec<f32> = (0..n).map(|_| rng.uniform()).collect();
+        return quantize_to_vec(ty, &x).unwrap();
+    }
+    let size = ty.type_size();
+    let mut row: Vec<u8> = (0..n / ty.block_size() * size)
+        .map(|_| rng.next_u64() as u8)
+        .collect();
+    for block in row.chunks_mut(size) {
+        for &off in f16_fields(ty) {
+            let v = rng.uniform() * 0.01;
+            block[off..off + 2].copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
+        }
+    }
+    row
+}
+
+fn activation(n: usize, rng: &mut Rng) -> Vec<f32> {
+    (0..n)
+        .map(|i| rng.uniform() * if i % 97 == 0 { 30.0 } else { 1.0 })
+        .collect()
+}
+
+/// The activation row in the vec-dot type of `w`, and its dequantized values.
+fn act_for(w: GgmlType, x: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let at = vec_dot_type(w);
+    let bytes = quantize_to_vec(at, x).unwrap();
+    let back = dequantize_to_vec(at, &bytes, x.len()).unwrap();
+    (bytes, back)
+}
+
+/// (exact f64 dot, sum of |w_i * a_i|) of two dequantized rows.
+fn reference(w: &[f32], a: &[f32]) -> (f64, f64) {
+    w.iter().zip(a).fold((0.0, 0.0), |(s, m), (p, q)| {
+        let v = *p as f64 * *q as f64;
+        (s + v, m + v.abs())
+    })
+}
+
+/// Q8_1 stores s = d * sum(q) as f16, and Q4_1 / Q5_1 dots use it for their min term
+/// (as GGML does), so those dots may differ from the dequantized dot by |m| * half an f16
+/// ulp of s per block.
+fn q8_1_sum_rounding(w: GgmlType, row: &[u8], act: &[u8]) -> f64 {
+    if vec_dot_type(w) != GgmlType::Q8_1 {
+        return 0.0;
+    }
+    let f16 = |b: &[u8], i: usize| half::f16::from_le_bytes([b[i], b[i + 1]]).to_f32() as f64;
+    row.chunks(w.type_size())
+        .zip(act.chunks(36))
+        .map(|(bw, ba)| f16(bw, 2).abs() * (f16(ba, 2).abs() / 2048.0 + 3e-8))
+        .sum()
+}
+
+const TYPES: [GgmlType; 15] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::IQ4_NL,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::IQ4_XS,
+];
+
+#[test]
+fn vec_dot_matches_dequantized_dot() {
+    let mut rng = Rng(0x5eed);
+    for ty in TYPES {
+        assert!(supports_vec_dot(ty));
+        let sizes: &[usize] = if ty.block_size() == 256 {
+            &[256, 512, 256 * 11, 4864]
+        } else if ty.block_size() == 32 {
+            &[32, 96, 800, 4096 + 32]
+        } else {
+            &[1, 7, 33, 100, 1000]
+        };
+        for &n in sizes {
+            let w = random_row(ty, n, &mut rng);
+            let wf = dequantize_to_vec(ty, &w, n).unwrap();
+            let (a, af) = act_for(ty, &activation(n, &mut rng));
+            let (exact, mag) = reference(&wf, &af);
+            // Integer sums are exact; only a few f32 roundings per block remain.
+            let tol = 1e-5 * mag + q8_1_sum_rounding(ty, &w, &a) + 1e-30;
+            let fast = vec_dot(ty, &w, &a, n) as f64;
+            let slow = vec_dot_scalar(ty, &w, &a, n) as f64;
+            assert!(
+                (fast - exact).abs() <= tol,
+                "{ty} n={n}: {fast} vs {exact} (tol {tol})"
+            );
+            assert!(
+                (slow - exact).abs() <= tol,
+                "{ty} n={n}: scalar {slow} vs {exact}"
+            );
+            if has_simd_kernel(ty) && ty.block_size() == 256 {
+                // K-quant SIMD kernels reduce each block exactly, like the scalar ones.
+                assert_eq!(fast.to_bits(), slow.to_bits(), "{ty} n={n}");
+            } else {
+                assert!((fast - slow).abs() <= 1e-5 * mag.max(1e-30), "{ty} n={n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn simd_activation_quantizers_match_scalar() {
+    let mut rng = Rng(42);
+    for ty in [GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::Q8_1] {
+        for n in [256usize, 512, 4096] {
+            let mut x = activation(n, &mut rng);
+            // Exact ties: with amax 127 the scale is 1, so k + 0.5 sits on a rounding tie.
+            x[0] = 127.0;
+            for (i, v) in x.iter_mut().enumerate().take(256).skip(1) {
+                *v = (i as f32 - 128.0) / 2.0;
+            }
+            x[300 % n] = 0.0;
+            let size = n / ty.block_size() * ty.type_size();
+            let (mut fast, mut slow) = (vec![0u8; size], vec![0u8; size]);
+            quantize(ty, &x, &mut fast).unwrap();
+            quantize_scalar(ty, &x, &mut slow).unwrap();
+            assert_eq!(fast, slow, "{ty} n={n}");
+        }
+    }
+    // All-zero rows quantize to zero scales and quants.
+    let z = quantize_to_vec(GgmlType::Q8_K, &[0.0; 256]).unwrap();
+    assert!(z.iter().all(|b| *b == 0));
+}
+
+#[test]
+#[should_panic(expected = "vec_dot")]
+fn wrong_lengths_are_reported() {
+    vec_dot(GgmlType::Q8_0, &[0u8; 34], &[0u8; 33], 32);
+}
