@@ -1,6 +1,7 @@
 //! The CPU key/value cache and causal attention over it.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::pool::{split_range, ThreadPool};
 use super::simd;
@@ -22,11 +23,7 @@ impl Store {
 
     fn write(&mut self, at: usize, src: &[f32]) {
         match self {
-            Store::F16(d) => {
-                for (o, &v) in d[at..at + src.len()].iter_mut().zip(src) {
-                    *o = f16::from_f32(v);
-                }
-            }
+            Store::F16(d) => d[at..at + src.len()].convert_from_f32_slice(src),
             Store::F32(d) => d[at..at + src.len()].copy_from_slice(src),
         }
     }
@@ -36,9 +33,8 @@ impl Store {
         match self {
             Store::F16(d) => {
                 let n = out.len();
-                for (o, v) in out.iter_mut().zip(&d[at..at + n]) {
-                    *o = v.to_f32();
-                }
+                // Whole-slice conversion uses F16C eight lanes at a time where available.
+                d[at..at + n].convert_to_f32_slice(out);
             }
             Store::F32(d) => out.copy_from_slice(&d[at..at + out.len()]),
         }
