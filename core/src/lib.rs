@@ -1,8 +1,12 @@
 //! weft-core: everything needed to run a model, with no knowledge of HTTP, browsers or CUDA.
 
+pub mod backend;
 pub mod chat;
 pub mod dtype;
+pub mod engine;
 pub mod gguf;
+pub mod kv_cache;
+pub mod model;
 pub mod quant;
 pub mod sampler;
 pub mod tokenizer;

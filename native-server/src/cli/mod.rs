@@ -1,6 +1,7 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
 mod info;
+mod run;
 mod tokenize;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Print the token ids of a text (no BOS unless --bos).
     Tokenize(tokenize::TokenizeArgs),
+    /// Generate text from a prompt, or chat interactively when no prompt is given.
+    Run(run::RunArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -32,6 +35,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(a) => info::run(a),
         Command::Tokenize(a) => tokenize::run(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,227 @@
+//! Matrix products of activations with weights kept in their file format.
+//!
+//! Activations are quantized once per product to the weight type's dot-product partner
+//! (`quant::dot::vec_dot_type`, e.g. Q8_K for K-quants, Q8_0 for Q4_0/Q5_0/Q8_0), as llama.cpp
+//! does; every weight row is then dotted with every quantized activation row. Threads split the
+//! weight rows; within a thread, a tile of rows is reused for all tokens of the step, so in a
+//! prefill chunk each weight byte is read from memory once.
+
+use super::attention::SyncPtr;
+use super::pool::{split_range, ThreadPool};
+use super::simd;
+use crate::backend::{BackendError, Result};
+use crate::dtype::GgmlType;
+use crate::quant;
+
+/// Weight rows handled together (reused across all tokens while in cache).
+const ROW_TILE: usize = 16;
+
+/// A weight as the product sees it.
+pub struct WeightView<'a> {
+    pub name: &'a str,
+    pub ty: GgmlType,
+    pub cols: usize,
+    pub rows: usize,
+    pub data: &'a [u8],
+}
+
+/// `out[t][r] = Σ_c x[t][c] · w[r][c]` for `n_tok` rows of `x`. `act` is scratch space.
+pub fn matmul(
+    pool: &ThreadPool,
+    w: &WeightView,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+    act: &mut Vec<u8>,
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    debug_assert_eq!(x.len(), n_tok * cols);
+    debug_assert_eq!(out.len(), n_tok * rows);
+    let row_bytes =
+        w.ty.bytes_for(cols as u64)
+            .ok_or_else(|| bad(w, "row is not whole blocks"))? as usize;
+    if w.data.len() < row_bytes * rows {
+        return Err(bad(w, "data is shorter than its shape"));
+    }
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let nth = pool.n_threads();
+    let tiles = rows.div_ceil(ROW_TILE);
+
+    if w.ty == GgmlType::F32 {
+        let wf: &[f32] = bytemuck::try_cast_slice(&w.data[..row_bytes * rows])
+            .map_err(|_| bad(w, "f32 data is not 4-byte aligned"))?;
+        pool.run(&|tid| {
+            let out_ptr = &out_ptr;
+            for tile in split_range(tiles, nth, tid) {
+                let r0 = tile * ROW_TILE;
+                for t in 0..n_tok {
+                    let xt = &x[t * cols..(t + 1) * cols];
+                    for r in r0..(r0 + ROW_TILE).min(rows) {
+                        let v = simd::dot(&wf[r * cols..(r + 1) * cols], xt);
+                        // SAFETY: each (t, r) is written by exactly one thread.
+                        unsafe { *out_ptr.0.add(t * rows + r) = v };
+                    }
+                }
+            }
+        });
+        return Ok(());
+    }
+
+    match dot_partner(w.ty) {
+        Some(vdt) => quantized(pool, w, x, n_tok, out, act, vdt, row_bytes),
+        None => dequantized(pool, w, x, n_tok, out, row_bytes),
+    }
+}
+
+/// The activation type `w`'s rows are dotted with, when a quantized dot product exists.
+fn dot_partner(ty: GgmlType) -> Option<GgmlType> {
+    let vdt = quant::dot::vec_dot_type(ty);
+    (quant::dot::supports_vec_dot(ty) && quant::can_quantize(vdt)).then_some(vdt)
+}
+
+/// Quantizes the activations once, then dots quantized rows with quantized activations.
+#[allow(clippy::too_many_arguments)]
+fn quantized(
+    pool: &ThreadPool,
+    w: &WeightView,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+    act: &mut Vec<u8>,
+    vdt: GgmlType,
+    row_bytes: usize,
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    let nth = pool.n_threads();
+    let tiles = rows.div_ceil(ROW_TILE);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let act_row =
+        vdt.bytes_for(cols as u64)
+            .ok_or_else(|| bad(w, "row does not fit the activation block size"))? as usize;
+    act.clear();
+    act.resize(act_row * n_tok, 0);
+    // Quantize the activations (rows split across threads for a prefill chunk).
+    let errors = std::sync::Mutex::new(None);
+    {
+        let act_ptr = SyncBytes(act.as_mut_ptr());
+        pool.run(&|tid| {
+            let act_ptr = &act_ptr;
+            for t in split_range(n_tok, nth, tid) {
+                // SAFETY: each thread quantizes its own disjoint rows of `act`.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(act_ptr.0.add(t * act_row), act_row) };
+                if let Err(e) = quant::quantize(vdt, &x[t * cols..(t + 1) * cols], dst) {
+                    *errors.lock().unwrap() = Some(format!("{e}"));
+                }
+            }
+        });
+    }
+    if let Some(e) = errors.into_inner().unwrap() {
+        return Err(bad(
+            w,
+            &format!("cannot quantize activations to {vdt}: {e}"),
+        ));
+    }
+    let act: &[u8] = act;
+    pool.run(&|tid| {
+        let out_ptr = &out_ptr;
+        for tile in split_range(tiles, nth, tid) {
+            let r0 = tile * ROW_TILE;
+            let r1 = (r0 + ROW_TILE).min(rows);
+            for t in 0..n_tok {
+                let a = &act[t * act_row..(t + 1) * act_row];
+                for r in r0..r1 {
+                    let wr = &w.data[r * row_bytes..(r + 1) * row_bytes];
+                    let v = quant::dot::vec_dot(w.ty, wr, a, cols);
+                    // SAFETY: each (t, r) is written by exactly one thread.
+                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// For weight types without a quantized dot product: dequantize a tile of rows to f32 and
+/// dot it with the f32 activations (slower, but any type `quant::dequantize` reads works).
+fn dequantized(
+    pool: &ThreadPool,
+    w: &WeightView,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+    row_bytes: usize,
+) -> Result<()> {
+    let (cols, rows) = (w.cols, w.rows);
+    if !quant::is_supported(w.ty) {
+        return Err(bad(w, "this weight type is not supported"));
+    }
+    let nth = pool.n_threads();
+    let tiles = rows.div_ceil(ROW_TILE);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    pool.run(&|tid| {
+        let out_ptr = &out_ptr;
+        let mut tile_f32 = vec![0f32; ROW_TILE * cols];
+        for tile in split_range(tiles, nth, tid) {
+            let r0 = tile * ROW_TILE;
+            let r1 = (r0 + ROW_TILE).min(rows);
+            for r in r0..r1 {
+                let dst = &mut tile_f32[(r - r0) * cols..(r - r0 + 1) * cols];
+                // Cannot fail: the type is supported and the row length was checked.
+                let _ = quant::dequantize(w.ty, &w.data[r * row_bytes..(r + 1) * row_bytes], dst);
+            }
+            for t in 0..n_tok {
+                let xt = &x[t * cols..(t + 1) * cols];
+                for r in r0..r1 {
+                    let v = simd::dot(&tile_f32[(r - r0) * cols..(r - r0 + 1) * cols], xt);
+                    // SAFETY: each (t, r) is written by exactly one thread.
+                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Dequantizes rows `ids` of an embedding table into `out` (one row of `cols` per id), scaled.
+pub fn embed(w: &WeightView, ids: &[u32], scale: f32, out: &mut [f32]) -> Result<()> {
+    let row_bytes =
+        w.ty.bytes_for(w.cols as u64)
+            .ok_or_else(|| bad(w, "row is not whole blocks"))? as usize;
+    for (i, &id) in ids.iter().enumerate() {
+        let id = id as usize;
+        if id >= w.rows {
+            return Err(BackendError::InvalidStep(format!(
+                "token id {id} is outside the vocabulary ({} entries)",
+                w.rows
+            )));
+        }
+        let src = w
+            .data
+            .get(id * row_bytes..(id + 1) * row_bytes)
+            .ok_or_else(|| bad(w, "data is shorter than its shape"))?;
+        let dst = &mut out[i * w.cols..(i + 1) * w.cols];
+        quant::dequantize(w.ty, src, dst).map_err(|e| bad(w, &format!("{e}")))?;
+        if scale != 1.0 {
+            dst.iter_mut().for_each(|v| *v *= scale);
+        }
+    }
+    Ok(())
+}
+
+/// Reads a small f32-convertible tensor (norm weights, biases) into a vector.
+pub fn to_f32_vec(w: &WeightView) -> Result<Vec<f32>> {
+    let mut v = vec![0f32; w.cols * w.rows];
+    quant::dequantize(w.ty, w.data, &mut v).map_err(|e| bad(w, &format!("{e}")))?;
+    Ok(v)
+}
+
+fn bad(w: &WeightView, message: &str) -> BackendError {
+    BackendError::BadTensor {
+        name: w.name.to_string(),
+        message: format!("{message} ({} {}×{})", w.ty, w.rows, w.cols),
+    }
+}
+
+struct SyncBytes(*mut u8);
+unsafe impl Sync for SyncBytes {}

@@ -1,0 +1,387 @@
+//! The CPU backend: runs step graphs op by op on a thread pool, with weights used in place from
+//! the model file's memory map.
+
+mod attention;
+mod matmul;
+mod ops;
+mod pool;
+mod simd;
+
+use std::sync::Arc;
+
+pub use ops::top_k;
+pub use pool::{physical_cores, ThreadPool};
+
+use self::attention::KvStorage;
+use self::matmul::WeightView;
+use super::{
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Op, Readback, Result, StepBatch, Weight,
+};
+use crate::dtype::GgmlType;
+use crate::gguf::ModelFile;
+
+/// A weight: where its bytes are in the (mapped) file. Vectors (norms, biases) are also kept
+/// as f32, since ops read them element by element; they are a negligible fraction of a model.
+struct CpuWeight {
+    name: String,
+    file: Arc<ModelFile>,
+    start: usize,
+    len: usize,
+    ty: GgmlType,
+    cols: usize,
+    rows: usize,
+    vector: Option<Vec<f32>>,
+}
+
+impl CpuWeight {
+    fn view(&self) -> WeightView<'_> {
+        WeightView {
+            name: &self.name,
+            ty: self.ty,
+            cols: self.cols,
+            rows: self.rows,
+            data: &self.file.bytes()[self.start..self.start + self.len],
+        }
+    }
+}
+
+/// The CPU backend.
+pub struct CpuBackend {
+    pool: ThreadPool,
+    weights: Vec<CpuWeight>,
+    caches: Vec<KvStorage>,
+    /// Activation buffers by graph node; a buffer goes back to `spare` after its last reader.
+    bufs: Vec<Vec<f32>>,
+    /// Buffers free for reuse (kept across steps, so a step allocates nothing once warm).
+    spare: Vec<Vec<f32>>,
+    /// Top-k ids per node (only for `TopK` nodes).
+    ids: Vec<Vec<u32>>,
+    /// Scratch for quantized activations.
+    act: Vec<u8>,
+}
+
+impl CpuBackend {
+    /// A backend with `n_threads` threads (0 = one per physical core).
+    pub fn new(n_threads: usize) -> Self {
+        let n = if n_threads == 0 {
+            physical_cores()
+        } else {
+            n_threads
+        };
+        CpuBackend {
+            pool: ThreadPool::new(n),
+            weights: Vec::new(),
+            caches: Vec::new(),
+            bufs: Vec::new(),
+            spare: Vec::new(),
+            ids: Vec::new(),
+            act: Vec::new(),
+        }
+    }
+
+    /// Threads used.
+    pub fn n_threads(&self) -> usize {
+        self.pool.n_threads()
+    }
+
+    fn weight(&self, w: &Weight) -> Result<&CpuWeight> {
+        self.weights
+            .get(w.id as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown weight handle {}", w.id)))
+    }
+
+    fn vector(&self, w: &Weight) -> Result<&[f32]> {
+        let cw = self.weight(w)?;
+        cw.vector.as_deref().ok_or_else(|| BackendError::BadTensor {
+            name: cw.name.clone(),
+            message: "used as a vector but it is a matrix".into(),
+        })
+    }
+
+    fn cache(&self, kv: KvCacheId) -> Result<&KvStorage> {
+        self.caches
+            .get(kv.0 as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn load_weight(&mut self, file: &Arc<ModelFile>, name: &str) -> Result<Weight> {
+        let info = file
+            .gguf
+            .tensor(name)
+            .ok_or_else(|| BackendError::MissingTensor(name.to_string()))?;
+        let cols = info.dims.first().copied().unwrap_or(1) as usize;
+        let rows = info.n_rows() as usize;
+        let range = file.gguf.tensor_range(info);
+        let mut w = CpuWeight {
+            name: name.to_string(),
+            file: file.clone(),
+            start: range.start as usize,
+            len: (range.end - range.start) as usize,
+            ty: info.ty,
+            cols,
+            rows,
+            vector: None,
+        };
+        if rows == 1 {
+            w.vector = Some(matmul::to_f32_vec(&w.view())?);
+        }
+        self.weights.push(w);
+        Ok(Weight {
+            id: self.weights.len() as u32 - 1,
+            ty: info.ty,
+            cols,
+            rows,
+        })
+    }
+
+    fn create_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<KvCacheId> {
+        self.caches.push(KvStorage::new(spec)?);
+        Ok(KvCacheId(self.caches.len() as u32 - 1))
+    }
+
+    fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
+        let n = graph.n_tokens;
+        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
+            return Err(BackendError::InvalidStep(format!(
+                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
+                batch.tokens.len(),
+                batch.positions.len(),
+                batch.seqs.len()
+            )));
+        }
+        // Free every buffer of the previous step, then hand them out again by liveness: a
+        // node's buffer is released after its last reader, so only a few are alive at once.
+        for b in self.bufs.iter_mut() {
+            if b.capacity() > 0 {
+                self.spare.push(std::mem::take(b));
+            }
+        }
+        self.bufs.resize_with(graph.nodes.len(), Vec::new);
+        self.ids.resize_with(graph.nodes.len(), Vec::new);
+        let mut last_use: Vec<usize> = (0..graph.nodes.len()).collect();
+        for (j, node) in graph.nodes.iter().enumerate() {
+            for t in node.op.inputs() {
+                last_use[t.0 as usize] = j;
+            }
+        }
+        for t in &graph.outputs {
+            last_use[t.0 as usize] = usize::MAX;
+        }
+        for i in 0..graph.nodes.len() {
+            let node = &graph.nodes[i];
+            let need = node.rows * node.cols;
+            let mut out = self.take_spare(need);
+            out.resize(need, 0.0);
+            let r = self.run_node(graph, i, batch, &mut out);
+            self.bufs[i] = out;
+            r?;
+            for t in node
+                .op
+                .inputs()
+                .into_iter()
+                .chain([super::TensorId(i as u32)])
+            {
+                let t = t.0 as usize;
+                if last_use[t] == i && self.bufs[t].capacity() > 0 {
+                    let b = std::mem::take(&mut self.bufs[t]);
+                    self.spare.push(b);
+                }
+            }
+        }
+        graph
+            .outputs
+            .iter()
+            .map(|t| {
+                let node = &graph.nodes[t.0 as usize];
+                let data = self.bufs[t.0 as usize].clone();
+                Ok(match node.op {
+                    Op::TopK { k, .. } => Readback::TopK {
+                        rows: node.rows,
+                        k,
+                        ids: self.ids[t.0 as usize].clone(),
+                        values: data,
+                    },
+                    _ => Readback::F32 {
+                        rows: node.rows,
+                        cols: node.cols,
+                        data,
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+impl CpuBackend {
+    /// An empty buffer from the spare list: the smallest that holds `need` elements, else the
+    /// largest (it will grow).
+    fn take_spare(&mut self, need: usize) -> Vec<f32> {
+        let fit = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= need)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        let pick = fit.or_else(|| {
+            self.spare
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i)
+        });
+        match pick {
+            Some(i) => {
+                let mut b = self.spare.swap_remove(i);
+                b.clear();
+                b
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn run_node(
+        &mut self,
+        graph: &Graph,
+        i: usize,
+        batch: &StepBatch,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let node = &graph.nodes[i];
+        let buf = |t: &super::TensorId| -> &[f32] { &self.bufs[t.0 as usize] };
+        match &node.op {
+            Op::Embed { table, scale } => {
+                let w = self.weight(table)?;
+                matmul::embed(&w.view(), batch.tokens, *scale, out)?;
+            }
+            Op::MatMul { w, x } => {
+                let cw = &self.weights[w.id as usize];
+                let mut act = std::mem::take(&mut self.act);
+                let r = matmul::matmul(&self.pool, &cw.view(), buf(x), node.rows, out, &mut act);
+                self.act = act;
+                r?;
+            }
+            Op::AddBias { x, b } => {
+                let b = self.vector(b)?;
+                for (orow, xrow) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(node.cols))
+                {
+                    for ((o, &xv), &bv) in orow.iter_mut().zip(xrow).zip(b) {
+                        *o = xv + bv;
+                    }
+                }
+            }
+            Op::RmsNorm { x, w, eps, group } => {
+                let w = w.as_ref().map(|w| self.vector(w)).transpose()?;
+                ops::rms_norm(buf(x), out, w, *eps, *group);
+            }
+            Op::LayerNorm { x, w, b, eps } => {
+                let w = w.as_ref().map(|w| self.vector(w)).transpose()?;
+                let b = b.as_ref().map(|b| self.vector(b)).transpose()?;
+                ops::layer_norm(buf(x), out, node.cols, w, b, *eps);
+            }
+            Op::Rope {
+                x,
+                head_dim,
+                n_rot,
+                base,
+                neox,
+                freq_factors,
+            } => {
+                out.copy_from_slice(buf(x));
+                let ff = freq_factors.as_ref().map(|w| self.vector(w)).transpose()?;
+                ops::rope(
+                    out,
+                    node.cols,
+                    batch.positions,
+                    *head_dim,
+                    *n_rot,
+                    *base,
+                    *neox,
+                    ff,
+                );
+            }
+            Op::KvStore { kv, layer, k, v } => {
+                let (k, v) = (k.0 as usize, v.0 as usize);
+                let (kb, vb) = (&self.bufs[k], &self.bufs[v]);
+                let cache = self.caches.get_mut(kv.0 as usize).ok_or_else(|| {
+                    BackendError::InvalidStep(format!("unknown KV cache {}", kv.0))
+                })?;
+                cache.store(*layer, kb, vb, batch.positions, batch.seqs)?;
+            }
+            Op::Attention {
+                q,
+                kv,
+                layer,
+                n_head,
+                scale,
+                ..
+            } => {
+                let cache = self.cache(*kv)?;
+                cache.attend(
+                    &self.pool,
+                    *layer,
+                    buf(q),
+                    *n_head,
+                    *scale,
+                    batch.positions,
+                    batch.seqs,
+                    out,
+                )?;
+            }
+            Op::Add { a, b } => zip2(out, buf(a), buf(b), |x, y| x + y),
+            Op::Mul { a, b } => zip2(out, buf(a), buf(b), |x, y| x * y),
+            Op::Scale { x, s } => map1(out, buf(x), |v| v * s),
+            Op::SoftCap { x, cap } => map1(out, buf(x), |v| cap * (v / cap).tanh()),
+            Op::Gelu { x } => map1(out, buf(x), ops::gelu),
+            Op::Silu { x } => map1(out, buf(x), ops::silu),
+            Op::GeGlu { gate, up } => zip2(out, buf(gate), buf(up), |g, u| ops::gelu(g) * u),
+            Op::SwiGlu { gate, up } => zip2(out, buf(gate), buf(up), |g, u| ops::silu(g) * u),
+            Op::Softmax { x } => {
+                out.copy_from_slice(buf(x));
+                for row in out.chunks_exact_mut(node.cols) {
+                    ops::softmax(row);
+                }
+            }
+            Op::SelectRows { x, rows } => {
+                let src = buf(x);
+                for (o, &r) in out.chunks_exact_mut(node.cols).zip(rows) {
+                    let r = r as usize;
+                    o.copy_from_slice(&src[r * node.cols..(r + 1) * node.cols]);
+                }
+            }
+            Op::TopK { x, k } => {
+                let src = buf(x);
+                let in_cols = graph.shape(*x).1;
+                let mut ids = Vec::with_capacity(node.rows * k);
+                for (o, row) in out.chunks_exact_mut(*k).zip(src.chunks_exact(in_cols)) {
+                    for (j, (id, v)) in ops::top_k(row, *k).into_iter().enumerate() {
+                        ids.push(id);
+                        o[j] = v;
+                    }
+                }
+                self.ids[i] = ids;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn map1(out: &mut [f32], x: &[f32], f: impl Fn(f32) -> f32) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f(v);
+    }
+}
+
+fn zip2(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
+    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+        *o = f(x, y);
+    }
+}

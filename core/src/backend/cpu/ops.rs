@@ -1,0 +1,210 @@
+//! Row-wise and element-wise ops of the CPU backend (norms, RoPE, activations, top-k).
+
+/// RMS-normalises each `group`-element slice of `x` into `out`, then multiplies by `w`.
+/// The sum of squares is accumulated in f64, as llama.cpp does.
+pub fn rms_norm(x: &[f32], out: &mut [f32], w: Option<&[f32]>, eps: f32, group: usize) {
+    for (xs, os) in x.chunks_exact(group).zip(out.chunks_exact_mut(group)) {
+        let ss: f64 = xs.iter().map(|&v| v as f64 * v as f64).sum();
+        let scale = 1.0 / ((ss / group as f64) as f32 + eps).sqrt();
+        match w {
+            Some(w) => {
+                for ((o, &v), &wi) in os.iter_mut().zip(xs).zip(w) {
+                    *o = v * scale * wi;
+                }
+            }
+            None => {
+                for (o, &v) in os.iter_mut().zip(xs) {
+                    *o = v * scale;
+                }
+            }
+        }
+    }
+}
+
+/// Layer normalisation of each `cols`-element row, then `* w + b`.
+pub fn layer_norm(
+    x: &[f32],
+    out: &mut [f32],
+    cols: usize,
+    w: Option<&[f32]>,
+    b: Option<&[f32]>,
+    eps: f32,
+) {
+    for (xs, os) in x.chunks_exact(cols).zip(out.chunks_exact_mut(cols)) {
+        let mean = (xs.iter().map(|&v| v as f64).sum::<f64>() / cols as f64) as f32;
+        let var: f64 = xs.iter().map(|&v| ((v - mean) as f64).powi(2)).sum::<f64>() / cols as f64;
+        let scale = 1.0 / (var as f32 + eps).sqrt();
+        for (i, (o, &v)) in os.iter_mut().zip(xs).enumerate() {
+            let mut y = (v - mean) * scale;
+            if let Some(w) = w {
+                y *= w[i];
+            }
+            if let Some(b) = b {
+                y += b[i];
+            }
+            *o = y;
+        }
+    }
+}
+
+/// Rotates the first `n_rot` elements of every `head_dim` head of each row by its position.
+#[allow(clippy::too_many_arguments)]
+pub fn rope(
+    x: &mut [f32],
+    cols: usize,
+    positions: &[u32],
+    head_dim: usize,
+    n_rot: usize,
+    base: f32,
+    neox: bool,
+    freq_factors: Option<&[f32]>,
+) {
+    let half = n_rot / 2;
+    // Inverse frequencies base^(-2i/n_rot), divided by the optional factors.
+    let inv: Vec<f32> = (0..half)
+        .map(|i| {
+            let f = base.powf(-2.0 * i as f32 / n_rot as f32);
+            f / freq_factors.map_or(1.0, |ff| ff[i])
+        })
+        .collect();
+    let mut cs = vec![(0f32, 0f32); half];
+    for (row, &pos) in x.chunks_exact_mut(cols).zip(positions) {
+        for (c, &f) in cs.iter_mut().zip(&inv) {
+            let theta = pos as f32 * f;
+            *c = (theta.cos(), theta.sin());
+        }
+        for head in row.chunks_exact_mut(head_dim) {
+            for (i, &(c, s)) in cs.iter().enumerate() {
+                let (a, b) = if neox {
+                    (i, i + half)
+                } else {
+                    (2 * i, 2 * i + 1)
+                };
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/// GELU with the tanh approximation, as llama.cpp's CPU backend computes it: inputs are
+/// rounded to f16 and looked up in a table of f16 results (saturating outside ±10). Matching
+/// this keeps our logits within the reference tolerances on GeGLU models, and avoids a `tanh`
+/// per element.
+#[inline]
+pub fn gelu(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        gelu_table()[half::f16::from_f32(x).to_bits() as usize]
+    }
+}
+
+fn gelu_table() -> &'static [f32] {
+    static TABLE: std::sync::OnceLock<Vec<f32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|bits| {
+                let x = half::f16::from_bits(bits).to_f32();
+                half::f16::from_f32(gelu_exact(x)).to_f32()
+            })
+            .collect()
+    })
+}
+
+/// GELU with the tanh approximation, in f32.
+#[inline]
+pub fn gelu_exact(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + 0.044715 * x * x)).tanh())
+}
+
+/// SiLU: x·σ(x).
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// In-place softmax of one row.
+pub fn softmax(row: &mut [f32]) {
+    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f64;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// The `k` largest values of `row` with their indices, best first (ties: lower index first).
+pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
+    for (i, &v) in row.iter().enumerate() {
+        if best.len() == k
+            && best
+                .last()
+                .is_some_and(|&(_, w)| v.partial_cmp(&w) != Some(std::cmp::Ordering::Greater))
+        {
+            continue;
+        }
+        let at = best.partition_point(|&(_, w)| w >= v);
+        best.insert(at, (i as u32, v));
+        best.truncate(k);
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_gives_unit_rms() {
+        let x = [1.0, 2.0, 3.0, 4.0, -1.0, -1.0, -1.0, -1.0];
+        let mut out = [0.0; 8];
+        rms_norm(&x, &mut out, None, 0.0, 4);
+        for g in out.chunks(4) {
+            let ms: f32 = g.iter().map(|v| v * v).sum::<f32>() / 4.0;
+            assert!((ms - 1.0).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn rope_layouts_rotate_the_right_pairs() {
+        // Position 1, one frequency (n_rot = 2): a pure rotation by 1 radian.
+        let mut x = vec![1.0, 0.0, 5.0, 7.0];
+        rope(&mut x, 4, &[1], 4, 2, 10000.0, false, None);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[1] - 1f32.sin()).abs() < 1e-6);
+        assert_eq!(&x[2..], &[5.0, 7.0]);
+        // NeoX pairs element i with i + n_rot/2.
+        let mut y = vec![1.0, 3.0, 0.0, 9.0];
+        rope(&mut y, 4, &[1], 4, 4, 1.0, true, None);
+        assert!((y[0] - 1f32.cos()).abs() < 1e-6 && (y[2] - 1f32.sin()).abs() < 1e-6);
+        // Position 0 is the identity.
+        let mut z = vec![0.3, -0.2, 0.1, 0.9];
+        rope(&mut z, 4, &[0], 4, 4, 10000.0, true, None);
+        assert_eq!(z, vec![0.3, -0.2, 0.1, 0.9]);
+    }
+
+    #[test]
+    fn top_k_orders_and_breaks_ties_by_index() {
+        let r = top_k(&[0.5, 2.0, -1.0, 2.0, 1.0], 3);
+        assert_eq!(r, vec![(1, 2.0), (3, 2.0), (4, 1.0)]);
+    }
+
+    #[test]
+    fn activations_have_known_values() {
+        assert!((gelu_exact(1.0) - 0.841192).abs() < 1e-5);
+        assert!((gelu(1.0) - 0.841192).abs() < 1e-3 && gelu(-11.0) == 0.0 && gelu(12.0) == 12.0);
+        assert!((silu(1.0) - 0.731059).abs() < 1e-5);
+        let mut r = [1.0, 2.0, 3.0];
+        softmax(&mut r);
+        assert!((r.iter().sum::<f32>() - 1.0).abs() < 1e-6 && r[2] > r[1]);
+    }
+}

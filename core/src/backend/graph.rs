@@ -1,0 +1,358 @@
+//! A recorded forward step: a list of ops on 2-D activation tensors.
+//!
+//! Every activation is a row-major `rows × cols` f32 matrix, one row per token of the step (or
+//! per selected output row). Per-head ops (QK-norm, RoPE, attention) see a row as `cols / head_dim`
+//! heads laid out one after the other. Nodes are appended in execution order, so a backend can
+//! run them front to back (CPU) or encode them all into one submission (GPU).
+
+use super::{KvCacheId, Weight};
+
+/// A handle on an activation tensor of a [`Graph`] (the index of the node that produces it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorId(pub u32);
+
+/// One operation. Shapes are checked when the node is added.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// Rows of an embedding table (possibly quantized) for the step's token ids, times `scale`.
+    Embed {
+        table: Weight,
+        scale: f32,
+    },
+    /// `x · wᵀ`: for each row of `x`, the dot product with every row of `w`.
+    MatMul {
+        w: Weight,
+        x: TensorId,
+    },
+    /// `x + b` with `b` an f32 vector broadcast over rows.
+    AddBias {
+        x: TensorId,
+        b: Weight,
+    },
+    /// RMS normalisation over groups of `group` elements, then times `w` (length `group`) if given.
+    RmsNorm {
+        x: TensorId,
+        w: Option<Weight>,
+        eps: f32,
+        group: usize,
+    },
+    /// Layer normalisation over whole rows, then `* w + b` if given.
+    LayerNorm {
+        x: TensorId,
+        w: Option<Weight>,
+        b: Option<Weight>,
+        eps: f32,
+    },
+    /// Rotary position embedding of each head, using the step's positions.
+    Rope {
+        x: TensorId,
+        head_dim: usize,
+        /// Leading elements of each head that rotate.
+        n_rot: usize,
+        base: f32,
+        /// NeoX layout rotates `(i, i + n_rot/2)` pairs; the normal layout `(2i, 2i+1)`.
+        neox: bool,
+        /// Optional per-frequency divisors (Llama 3 `rope_freqs`).
+        freq_factors: Option<Weight>,
+    },
+    /// Writes each row's key and value into the cache at its sequence and position.
+    /// Produces an empty tensor that attention depends on.
+    KvStore {
+        kv: KvCacheId,
+        layer: usize,
+        k: TensorId,
+        v: TensorId,
+    },
+    /// Causal attention of each query row over its sequence's cached keys, up to its own
+    /// position (and no further back than the layer's window). Query heads share key/value heads
+    /// in groups (GQA). Output: `rows × n_head·head_dim_v`.
+    Attention {
+        q: TensorId,
+        /// The [`Op::KvStore`] node this attention reads after.
+        stored: TensorId,
+        kv: KvCacheId,
+        layer: usize,
+        n_head: usize,
+        scale: f32,
+    },
+    Add {
+        a: TensorId,
+        b: TensorId,
+    },
+    Mul {
+        a: TensorId,
+        b: TensorId,
+    },
+    Scale {
+        x: TensorId,
+        s: f32,
+    },
+    /// `cap · tanh(x / cap)`.
+    SoftCap {
+        x: TensorId,
+        cap: f32,
+    },
+    /// GELU, tanh approximation.
+    Gelu {
+        x: TensorId,
+    },
+    Silu {
+        x: TensorId,
+    },
+    /// `gelu(gate) * up`.
+    GeGlu {
+        gate: TensorId,
+        up: TensorId,
+    },
+    /// `silu(gate) * up`.
+    SwiGlu {
+        gate: TensorId,
+        up: TensorId,
+    },
+    /// Row-wise softmax.
+    Softmax {
+        x: TensorId,
+    },
+    /// Keeps only the listed rows, in that order.
+    SelectRows {
+        x: TensorId,
+        rows: Vec<u32>,
+    },
+    /// The `k` largest entries of each row (ids and values), best first.
+    TopK {
+        x: TensorId,
+        k: usize,
+    },
+}
+
+impl Op {
+    /// The tensors this op reads.
+    pub fn inputs(&self) -> Vec<TensorId> {
+        use Op::*;
+        match self {
+            Embed { .. } => vec![],
+            MatMul { x, .. }
+            | AddBias { x, .. }
+            | RmsNorm { x, .. }
+            | LayerNorm { x, .. }
+            | Rope { x, .. }
+            | Scale { x, .. }
+            | SoftCap { x, .. }
+            | Gelu { x }
+            | Silu { x }
+            | Softmax { x }
+            | SelectRows { x, .. }
+            | TopK { x, .. } => vec![*x],
+            KvStore { k, v, .. } => vec![*k, *v],
+            Attention { q, stored, .. } => vec![*q, *stored],
+            Add { a, b } | Mul { a, b } => vec![*a, *b],
+            GeGlu { gate, up } | SwiGlu { gate, up } => vec![*gate, *up],
+        }
+    }
+}
+
+/// A node: an op and the shape of what it produces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// A recorded step.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    /// Rows of the step batch (tokens).
+    pub n_tokens: usize,
+    pub nodes: Vec<Node>,
+    /// Nodes read back by [`super::Backend::execute`], in this order.
+    pub outputs: Vec<TensorId>,
+}
+
+impl Graph {
+    /// An empty graph for a step of `n_tokens` rows.
+    pub fn new(n_tokens: usize) -> Self {
+        Graph {
+            n_tokens,
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
+    /// The shape of a tensor.
+    pub fn shape(&self, t: TensorId) -> (usize, usize) {
+        let n = &self.nodes[t.0 as usize];
+        (n.rows, n.cols)
+    }
+
+    fn push(&mut self, op: Op, rows: usize, cols: usize) -> TensorId {
+        self.nodes.push(Node { op, rows, cols });
+        TensorId(self.nodes.len() as u32 - 1)
+    }
+
+    fn same_shape(&self, a: TensorId, b: TensorId, what: &str) -> (usize, usize) {
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        assert_eq!(sa, sb, "{what}: operand shapes differ");
+        sa
+    }
+
+    /// Marks a tensor to be read back after execution.
+    pub fn output(&mut self, t: TensorId) {
+        self.outputs.push(t);
+    }
+
+    pub fn embed(&mut self, table: Weight, scale: f32) -> TensorId {
+        self.push(Op::Embed { table, scale }, self.n_tokens, table.cols)
+    }
+
+    pub fn matmul(&mut self, w: Weight, x: TensorId) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(
+            cols, w.cols,
+            "matmul: activation width differs from weight rows"
+        );
+        self.push(Op::MatMul { w, x }, rows, w.rows)
+    }
+
+    pub fn add_bias(&mut self, x: TensorId, b: Weight) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(cols, b.cols * b.rows, "add_bias: bias length");
+        self.push(Op::AddBias { x, b }, rows, cols)
+    }
+
+    pub fn rms_norm(&mut self, x: TensorId, w: Option<Weight>, eps: f32, group: usize) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(cols % group, 0, "rms_norm: group does not divide the row");
+        if let Some(w) = w {
+            assert_eq!(w.cols * w.rows, group, "rms_norm: weight length");
+        }
+        self.push(Op::RmsNorm { x, w, eps, group }, rows, cols)
+    }
+
+    pub fn layer_norm(
+        &mut self,
+        x: TensorId,
+        w: Option<Weight>,
+        b: Option<Weight>,
+        eps: f32,
+    ) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        self.push(Op::LayerNorm { x, w, b, eps }, rows, cols)
+    }
+
+    pub fn rope(
+        &mut self,
+        x: TensorId,
+        head_dim: usize,
+        n_rot: usize,
+        base: f32,
+        neox: bool,
+        freq_factors: Option<Weight>,
+    ) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert!(
+            cols.is_multiple_of(head_dim) && n_rot <= head_dim && n_rot.is_multiple_of(2),
+            "rope shape"
+        );
+        let op = Op::Rope {
+            x,
+            head_dim,
+            n_rot,
+            base,
+            neox,
+            freq_factors,
+        };
+        self.push(op, rows, cols)
+    }
+
+    pub fn kv_store(&mut self, kv: KvCacheId, layer: usize, k: TensorId, v: TensorId) -> TensorId {
+        let (rows, _) = self.shape(k);
+        assert_eq!(rows, self.shape(v).0, "kv_store: k and v rows differ");
+        self.push(Op::KvStore { kv, layer, k, v }, rows, 0)
+    }
+
+    /// Attention; `head_dim_v` gives the output width per head.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &mut self,
+        q: TensorId,
+        stored: TensorId,
+        kv: KvCacheId,
+        layer: usize,
+        n_head: usize,
+        head_dim_v: usize,
+        scale: f32,
+    ) -> TensorId {
+        let (rows, _) = self.shape(q);
+        let op = Op::Attention {
+            q,
+            stored,
+            kv,
+            layer,
+            n_head,
+            scale,
+        };
+        self.push(op, rows, n_head * head_dim_v)
+    }
+
+    pub fn add(&mut self, a: TensorId, b: TensorId) -> TensorId {
+        let (r, c) = self.same_shape(a, b, "add");
+        self.push(Op::Add { a, b }, r, c)
+    }
+
+    pub fn mul(&mut self, a: TensorId, b: TensorId) -> TensorId {
+        let (r, c) = self.same_shape(a, b, "mul");
+        self.push(Op::Mul { a, b }, r, c)
+    }
+
+    pub fn scale(&mut self, x: TensorId, s: f32) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Scale { x, s }, r, c)
+    }
+
+    pub fn soft_cap(&mut self, x: TensorId, cap: f32) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::SoftCap { x, cap }, r, c)
+    }
+
+    pub fn gelu(&mut self, x: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Gelu { x }, r, c)
+    }
+
+    pub fn silu(&mut self, x: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Silu { x }, r, c)
+    }
+
+    pub fn geglu(&mut self, gate: TensorId, up: TensorId) -> TensorId {
+        let (r, c) = self.same_shape(gate, up, "geglu");
+        self.push(Op::GeGlu { gate, up }, r, c)
+    }
+
+    pub fn swiglu(&mut self, gate: TensorId, up: TensorId) -> TensorId {
+        let (r, c) = self.same_shape(gate, up, "swiglu");
+        self.push(Op::SwiGlu { gate, up }, r, c)
+    }
+
+    pub fn softmax(&mut self, x: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::Softmax { x }, r, c)
+    }
+
+    pub fn select_rows(&mut self, x: TensorId, rows: Vec<u32>) -> TensorId {
+        let (r, c) = self.shape(x);
+        assert!(
+            rows.iter().all(|&i| (i as usize) < r),
+            "select_rows: row out of range"
+        );
+        let n = rows.len();
+        self.push(Op::SelectRows { x, rows }, n, c)
+    }
+
+    pub fn top_k(&mut self, x: TensorId, k: usize) -> TensorId {
+        let (r, c) = self.shape(x);
+        let k = k.min(c);
+        self.push(Op::TopK { x, k }, r, k)
+    }
+}

@@ -1,0 +1,144 @@
+//! The op interface every compute backend implements (CPU now; wgpu and CUDA later).
+//!
+//! A model never touches raw memory. It loads its weights into the backend once (getting
+//! [`Weight`] handles) and, for every forward step, records a [`Graph`] of ops on backend tensor
+//! handles. [`Backend::execute`] runs the whole graph and returns only what the graph marked as
+//! output (logits of selected rows, or top-k ids), so a GPU backend can record one step — all
+//! layers, all sequences in the batch — into a single submission with no per-op round trips.
+//!
+//! A step is a batch of rows: each row is one token of one sequence, with its position and the
+//! sequence's KV-cache slot ([`StepBatch`]). A prefill chunk, decode tokens of many sequences,
+//! or both can share one step (continuous batching).
+
+pub mod cpu;
+mod graph;
+
+use std::sync::Arc;
+
+pub use graph::{Graph, Node, Op, TensorId};
+
+/// The `k` largest logits of a row with their ids, best first (for host-side reporting).
+pub fn top_k_host(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    cpu::top_k(row, k)
+}
+
+use crate::dtype::GgmlType;
+use crate::gguf::ModelFile;
+
+/// A weight tensor held by a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Weight {
+    /// Backend-specific handle.
+    pub id: u32,
+    /// Storage type (quantized blocks are kept as they are in the file).
+    pub ty: GgmlType,
+    /// Elements per row (the GGUF `dims[0]`).
+    pub cols: usize,
+    /// Number of rows (product of the other dims).
+    pub rows: usize,
+}
+
+/// A key/value cache owned by a backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvCacheId(pub u32);
+
+/// Element type of cached keys and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KvDtype {
+    /// Half precision (the default, as llama.cpp).
+    #[default]
+    F16,
+    /// Full precision.
+    F32,
+}
+
+/// Shape of one layer's cache.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvLayerSpec {
+    /// Key/value heads.
+    pub n_kv_head: usize,
+    /// Elements per key head.
+    pub head_dim_k: usize,
+    /// Elements per value head.
+    pub head_dim_v: usize,
+    /// Positions kept per sequence. For a sliding-window layer this is a ring buffer
+    /// (position `p` lives in slot `p % capacity`) and must hold the window plus one batch.
+    pub capacity: usize,
+    /// Sliding window (keys older than `window` positions are never attended), if any.
+    pub window: Option<usize>,
+}
+
+/// Shape of a whole cache: every layer, for `n_seq` sequence slots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KvCacheSpec {
+    pub layers: Vec<KvLayerSpec>,
+    pub n_seq: usize,
+    pub dtype: KvDtype,
+}
+
+/// The per-row inputs of one step. All slices have one entry per row.
+#[derive(Clone, Copy, Debug)]
+pub struct StepBatch<'a> {
+    /// Token ids.
+    pub tokens: &'a [u32],
+    /// Position of each token in its sequence.
+    pub positions: &'a [u32],
+    /// KV-cache sequence slot of each token.
+    pub seqs: &'a [u32],
+}
+
+/// One output of a step, read back to the host.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Readback {
+    /// A row-major `rows × cols` matrix (e.g. logits).
+    F32 {
+        rows: usize,
+        cols: usize,
+        data: Vec<f32>,
+    },
+    /// The `k` largest entries of each row, best first.
+    TopK {
+        rows: usize,
+        k: usize,
+        ids: Vec<u32>,
+        values: Vec<f32>,
+    },
+}
+
+/// Why a backend could not do something.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum BackendError {
+    #[error("tensor {0:?} is not in the model file")]
+    MissingTensor(String),
+    #[error("tensor {name}: {message}")]
+    BadTensor { name: String, message: String },
+    #[error("invalid step: {0}")]
+    InvalidStep(String),
+    #[error("sequence {seq} is at position {pos} but the context holds {capacity} tokens; start a new sequence or use a larger --ctx")]
+    ContextFull {
+        seq: u32,
+        pos: usize,
+        capacity: usize,
+    },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Result type of backend calls.
+pub type Result<T> = std::result::Result<T, BackendError>;
+
+/// A compute backend: owns weights, caches and activations; executes recorded step graphs.
+pub trait Backend: Send {
+    /// Short name (`cpu`, `wgpu`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Makes a tensor of the model file available to graphs. The CPU backend uses the bytes in
+    /// place (memory map); a GPU backend uploads them as they are.
+    fn load_weight(&mut self, file: &Arc<ModelFile>, name: &str) -> Result<Weight>;
+
+    /// Allocates a key/value cache.
+    fn create_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<KvCacheId>;
+
+    /// Runs one recorded step and returns the graph's outputs in the order they were marked.
+    fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>>;
+}

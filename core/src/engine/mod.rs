@@ -1,0 +1,225 @@
+//! The engine: a model, the backend holding it, and the KV cache, driven a step at a time.
+//!
+//! [`Engine::step`] runs one batch of rows that may mix sequences (prefill chunks and decode
+//! tokens), which is what continuous batching needs; [`Engine::prefill`] and
+//! [`Engine::decode`] are the one-sequence conveniences on top. [`generate`] is the generation
+//! loop used by `weft run`.
+
+mod generate;
+
+use std::sync::Arc;
+
+pub use generate::{generate, Chooser, FinishReason, GenerateOptions, Generation, Greedy, StepTop};
+
+use crate::backend::{Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Readback, StepBatch};
+use crate::gguf::ModelFile;
+use crate::kv_cache::{KvCacheConfig, KvError, SeqTable};
+use crate::model::{self, Model, ModelError};
+
+/// Engine settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    pub kv: KvCacheConfig,
+    /// Most rows per step (a longer prompt is processed in chunks of this size).
+    pub max_batch: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kv: KvCacheConfig::default(),
+            max_batch: 512,
+        }
+    }
+}
+
+/// Why the engine failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum EngineError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Kv(#[from] KvError),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+/// One row of a step: a token of a sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub seq: u32,
+    pub token: u32,
+    /// Whether this row's logits are wanted.
+    pub logits: bool,
+}
+
+/// A model loaded on a backend, with its KV cache.
+pub struct Engine {
+    model: Box<dyn Model>,
+    backend: Box<dyn Backend>,
+    kv: KvCacheId,
+    seqs: SeqTable,
+    cfg: EngineConfig,
+}
+
+impl Engine {
+    /// Loads the model in `file` onto `backend` and allocates its cache.
+    /// `progress(done, total)` reports tensors loaded.
+    pub fn load(
+        file: Arc<ModelFile>,
+        mut backend: Box<dyn Backend>,
+        cfg: EngineConfig,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Self, EngineError> {
+        if cfg.kv.n_ctx == 0 || cfg.max_batch == 0 || cfg.kv.n_seq == 0 {
+            return Err(EngineError::Invalid(
+                "context, batch size and sequence count must be positive".into(),
+            ));
+        }
+        let model = model::load(&file, backend.as_mut(), progress)?;
+        let spec = KvCacheSpec {
+            layers: model.kv_layers(cfg.kv.n_ctx, cfg.max_batch),
+            n_seq: cfg.kv.n_seq,
+            dtype: cfg.kv.dtype,
+        };
+        let kv = backend.create_kv_cache(&spec)?;
+        Ok(Engine {
+            model,
+            backend,
+            kv,
+            seqs: SeqTable::new(&cfg.kv),
+            cfg,
+        })
+    }
+
+    /// The model's shape facts.
+    pub fn model_info(&self) -> &model::ModelInfo {
+        self.model.info()
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Sequence slots.
+    pub fn seqs(&self) -> &SeqTable {
+        &self.seqs
+    }
+
+    /// Takes a free sequence slot.
+    pub fn new_sequence(&mut self) -> Result<u32, EngineError> {
+        Ok(self.seqs.acquire()?)
+    }
+
+    /// Frees a sequence slot.
+    pub fn free_sequence(&mut self, seq: u32) -> Result<(), EngineError> {
+        Ok(self.seqs.release(seq)?)
+    }
+
+    /// Forgets a sequence's positions from `len` on.
+    pub fn truncate(&mut self, seq: u32, len: usize) -> Result<(), EngineError> {
+        Ok(self.seqs.truncate(seq, len)?)
+    }
+
+    /// Runs one step: every row's token is appended to its sequence (in row order). Returns the
+    /// logits of the rows with `logits` set, in row order.
+    pub fn step(&mut self, rows: &[Row]) -> Result<Vec<Vec<f32>>, EngineError> {
+        if rows.is_empty() || rows.len() > self.cfg.max_batch {
+            return Err(EngineError::Invalid(format!(
+                "a step takes 1 to {} rows, got {}",
+                self.cfg.max_batch,
+                rows.len()
+            )));
+        }
+        // Check room for every sequence before taking any position.
+        let mut need: Vec<(u32, usize)> = Vec::new();
+        for r in rows {
+            match need.iter_mut().find(|(s, _)| *s == r.seq) {
+                Some((_, n)) => *n += 1,
+                None => need.push((r.seq, 1)),
+            }
+        }
+        for &(s, n) in &need {
+            self.seqs.check_room(s, n)?;
+        }
+        let mut positions = Vec::with_capacity(rows.len());
+        for r in rows {
+            positions.push(self.seqs.advance(r.seq, 1)? as u32);
+        }
+        let tokens: Vec<u32> = rows.iter().map(|r| r.token).collect();
+        let seqs: Vec<u32> = rows.iter().map(|r| r.seq).collect();
+        let out_rows: Vec<u32> = (0..rows.len() as u32)
+            .filter(|&i| rows[i as usize].logits)
+            .collect();
+        let mut g = Graph::new(rows.len());
+        let logits = self.model.build(&mut g, self.kv, &out_rows);
+        g.output(logits);
+        let batch = StepBatch {
+            tokens: &tokens,
+            positions: &positions,
+            seqs: &seqs,
+        };
+        let result = self.backend.execute(&g, &batch);
+        let out = match result {
+            Ok(o) => o,
+            Err(e) => {
+                // Give the positions back so the sequence stays consistent.
+                for &(s, n) in &need {
+                    let len = self.seqs.len(s)?;
+                    self.seqs.truncate(s, len - n)?;
+                }
+                return Err(e.into());
+            }
+        };
+        match out.into_iter().next() {
+            Some(Readback::F32 { rows, cols, data }) => Ok((0..rows)
+                .map(|r| data[r * cols..(r + 1) * cols].to_vec())
+                .collect()),
+            _ => Err(EngineError::Invalid(
+                "the backend returned no logits".into(),
+            )),
+        }
+    }
+
+    /// Appends `tokens` to a sequence (in chunks of `max_batch`) and returns the logits after
+    /// the last one. A prompt longer than the room left in the context is an error, checked
+    /// before any work.
+    pub fn prefill(&mut self, seq: u32, tokens: &[u32]) -> Result<Vec<f32>, EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::Invalid("empty prompt".into()));
+        }
+        self.seqs.check_room(seq, tokens.len())?;
+        let mut last = Vec::new();
+        let chunks = tokens.chunks(self.cfg.max_batch);
+        let n_chunks = chunks.len();
+        for (ci, chunk) in chunks.enumerate() {
+            let rows: Vec<Row> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, &token)| Row {
+                    seq,
+                    token,
+                    logits: ci + 1 == n_chunks && i + 1 == chunk.len(),
+                })
+                .collect();
+            let mut out = self.step(&rows)?;
+            if let Some(l) = out.pop() {
+                last = l;
+            }
+        }
+        Ok(last)
+    }
+
+    /// Appends one token to a sequence and returns the next logits.
+    pub fn decode(&mut self, seq: u32, token: u32) -> Result<Vec<f32>, EngineError> {
+        let mut out = self.step(&[Row {
+            seq,
+            token,
+            logits: true,
+        }])?;
+        out.pop()
+            .ok_or_else(|| EngineError::Invalid("the backend returned no logits".into()))
+    }
+}

@@ -1,0 +1,64 @@
+//! Model families, built from GGUF metadata. Each family records the ops of one forward step
+//! into a backend [`Graph`]; the backend executes it.
+
+mod common;
+mod gemma3;
+mod llama;
+mod qwen2;
+
+use std::sync::Arc;
+
+pub use common::ModelInfo;
+
+use crate::backend::{Backend, BackendError, Graph, KvCacheId, KvLayerSpec, TensorId};
+use crate::gguf::ModelFile;
+
+/// Architectures (`general.architecture`) this crate can run.
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2"];
+
+/// Why a model could not be built.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum ModelError {
+    #[error("architecture {0:?} is not supported (supported: {list})", list = SUPPORTED_ARCHITECTURES.join(", "))]
+    UnsupportedArchitecture(String),
+    #[error("the model file has no general.architecture")]
+    NoArchitecture,
+    #[error("metadata {key}: {message}")]
+    Metadata { key: String, message: String },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// A loaded model: records forward steps for the backend that holds its weights.
+pub trait Model: Send + Sync {
+    /// Shape facts (vocabulary, layers, trained context).
+    fn info(&self) -> &ModelInfo;
+
+    /// The cache each layer needs for contexts of `n_ctx` tokens and steps of up to
+    /// `max_batch` rows per sequence.
+    fn kv_layers(&self, n_ctx: usize, max_batch: usize) -> Vec<KvLayerSpec>;
+
+    /// Records one forward step of `graph.n_tokens` rows and returns the logits of the rows
+    /// listed in `output_rows` (a `output_rows.len() × n_vocab` tensor).
+    fn build(&self, graph: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId;
+}
+
+/// Loads the model in `file` into `backend`. `progress(done, total)` is called as tensors load.
+pub fn load(
+    file: &Arc<ModelFile>,
+    backend: &mut dyn Backend,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Box<dyn Model>, ModelError> {
+    let arch = file
+        .gguf
+        .architecture()
+        .ok_or(ModelError::NoArchitecture)?
+        .to_string();
+    let mut loader = common::Loader::new(file, backend, progress);
+    Ok(match arch.as_str() {
+        "llama" => Box::new(llama::Llama::load(&mut loader, llama::Variant::Llama)?),
+        "qwen2" => Box::new(qwen2::load(&mut loader)?),
+        "gemma3" => Box::new(gemma3::Gemma3::load(&mut loader)?),
+        _ => return Err(ModelError::UnsupportedArchitecture(arch)),
+    })
+}
