@@ -1,6 +1,7 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
 mod info;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
     Info(info::InfoArgs),
+    /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -28,6 +31,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
