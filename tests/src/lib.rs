@@ -81,7 +81,10 @@ impl Server {
                     return;
                 }
             }
-            assert!(t0.elapsed() < Duration::from_secs(300), "server not ready in time");
+            assert!(
+                t0.elapsed() < Duration::from_secs(300),
+                "server not ready in time"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -151,7 +154,10 @@ pub fn send(
         req.push_str(&format!("{k}: {v}\r\n"));
     }
     if let Some(b) = body {
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-type")) {
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
             req.push_str("Content-Type: application/json\r\n");
         }
         req.push_str(&format!("Content-Length: {}\r\n", b.len()));
@@ -213,8 +219,7 @@ impl Response {
 
     /// The body as JSON (panics with the body when it is not).
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
     /// `data:` payloads of an SSE body.
@@ -229,10 +234,7 @@ impl Response {
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(nl) = b.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
+    while let Some(nl) = b.windows(2).position(|w| w == b"\r\n") {
         let size_text = String::from_utf8_lossy(&b[..nl]);
         let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("0").trim(), 16)
             .unwrap_or(0);

@@ -10,7 +10,9 @@ use weft_core::engine::{generate, Engine, EngineConfig, GenerateOptions, Greedy}
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
 use weft_core::sampler::SamplerConfig;
-use weft_core::scheduler::{Event, EventSink, Finish, Request, Scheduler, SchedulerConfig, SubmitError, Summary};
+use weft_core::scheduler::{
+    Event, EventSink, Finish, Request, Scheduler, SchedulerConfig, SubmitError, Summary,
+};
 use weft_core::test_support::model_path;
 use weft_core::tokenizer::Tokenizer;
 
@@ -24,10 +26,20 @@ impl EventSink for Sink {
 
 fn engine(file: &Arc<ModelFile>, n_seq: usize) -> Engine {
     let cfg = EngineConfig {
-        kv: KvCacheConfig { n_ctx: 256, n_seq, dtype: KvDtype::F16 },
+        kv: KvCacheConfig {
+            n_ctx: 256,
+            n_seq,
+            dtype: KvDtype::F16,
+        },
         max_batch: 64,
     };
-    Engine::load(file.clone(), Box::new(CpuBackend::new(2)), cfg, &mut |_, _| {}).unwrap()
+    Engine::load(
+        file.clone(),
+        Box::new(CpuBackend::new(2)),
+        cfg,
+        &mut |_, _| {},
+    )
+    .unwrap()
 }
 
 fn request(prompt: Vec<u32>, max_tokens: usize, tx: mpsc::Sender<Event>) -> Request {
@@ -63,10 +75,15 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     };
     let file = Arc::new(ModelFile::open(&path).unwrap());
     let tok = Arc::new(Tokenizer::from_gguf(&file.gguf).unwrap());
-    let prompts: Vec<Vec<u32>> = ["The sky is", "My favourite food is", "Rust is a language that", "One, two, three,"]
-        .iter()
-        .map(|p| tok.encode(p, true, false))
-        .collect();
+    let prompts: Vec<Vec<u32>> = [
+        "The sky is",
+        "My favourite food is",
+        "Rust is a language that",
+        "One, two, three,",
+    ]
+    .iter()
+    .map(|p| tok.encode(p, true, false))
+    .collect();
     const N: usize = 6;
 
     // One at a time, with the plain generation loop.
@@ -74,14 +91,30 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     let mut alone = Vec::new();
     for p in &prompts {
         let seq = e1.new_sequence().unwrap();
-        let opts = GenerateOptions { max_tokens: N, ignore_eos: true, ..Default::default() };
-        alone.push(generate(&mut e1, seq, p, &opts, &mut Greedy, &mut |_| true).unwrap().tokens);
+        let opts = GenerateOptions {
+            max_tokens: N,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        alone.push(
+            generate(&mut e1, seq, p, &opts, &mut Greedy, &mut |_| true)
+                .unwrap()
+                .tokens,
+        );
         e1.free_sequence(seq).unwrap();
     }
     drop(e1);
 
     // All at once through the scheduler (prefill chunks of 5 so prompts span several steps).
-    let (sched, handle) = Scheduler::new(engine(&file, 4), tok.clone(), SchedulerConfig { queue: 8, step_tokens: 5 + 4 }).unwrap();
+    let (sched, handle) = Scheduler::new(
+        engine(&file, 4),
+        tok.clone(),
+        SchedulerConfig {
+            queue: 8,
+            step_tokens: 5 + 4,
+        },
+    )
+    .unwrap();
     let runner = std::thread::spawn(move || sched.run());
     let rxs: Vec<_> = prompts
         .iter()
@@ -94,7 +127,10 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     let together: Vec<(Vec<u32>, Summary)> = rxs.into_iter().map(drain).collect();
     for (i, ((ids, s), a)) in together.iter().zip(&alone).enumerate() {
         assert_eq!(ids, a, "prompt {i} differs when batched");
-        assert_eq!((s.finish, s.completion_tokens, s.cached_tokens), (Finish::Length, N, 0));
+        assert_eq!(
+            (s.finish, s.completion_tokens, s.cached_tokens),
+            (Finish::Length, N, 0)
+        );
     }
     let steps = handle.stats().snapshot().steps;
     assert!(steps < (4 * N) as u64, "{steps} steps: no sharing");
@@ -110,8 +146,14 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     assert!(s.cached_tokens >= prompts[0].len() + N - 1, "{s:?}");
     let mut e2 = engine(&file, 1);
     let seq = e2.new_sequence().unwrap();
-    let opts = GenerateOptions { max_tokens: N, ignore_eos: true, ..Default::default() };
-    let fresh = generate(&mut e2, seq, &follow, &opts, &mut Greedy, &mut |_| true).unwrap().tokens;
+    let opts = GenerateOptions {
+        max_tokens: N,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let fresh = generate(&mut e2, seq, &follow, &opts, &mut Greedy, &mut |_| true)
+        .unwrap()
+        .tokens;
     assert_eq!(ids, fresh, "prefix reuse changed the result");
 
     // A receiver that is gone cancels the request.
@@ -122,7 +164,10 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     runner.join().unwrap();
     let st = handle.stats().snapshot();
     assert_eq!(st.requests_cancelled, 1);
-    assert_eq!(handle.submit(request(vec![1], 1, mpsc::channel().0)), Err(SubmitError::ShuttingDown));
+    assert_eq!(
+        handle.submit(request(vec![1], 1, mpsc::channel().0)),
+        Err(SubmitError::ShuttingDown)
+    );
 }
 
 #[test]
@@ -133,10 +178,21 @@ fn a_full_queue_refuses_requests() {
     let file = Arc::new(ModelFile::open(&path).unwrap());
     let tok = Arc::new(Tokenizer::from_gguf(&file.gguf).unwrap());
     // The scheduler is not running: submissions pile up in the queue.
-    let (_sched, handle) = Scheduler::new(engine(&file, 1), tok, SchedulerConfig { queue: 2, step_tokens: 8 }).unwrap();
+    let (_sched, handle) = Scheduler::new(
+        engine(&file, 1),
+        tok,
+        SchedulerConfig {
+            queue: 2,
+            step_tokens: 8,
+        },
+    )
+    .unwrap();
     let (tx, _rx) = mpsc::channel();
     handle.submit(request(vec![1, 2], 1, tx.clone())).unwrap();
     handle.submit(request(vec![1, 2], 1, tx.clone())).unwrap();
-    assert_eq!(handle.submit(request(vec![1, 2], 1, tx)), Err(SubmitError::QueueFull(2)));
+    assert_eq!(
+        handle.submit(request(vec![1, 2], 1, tx)),
+        Err(SubmitError::QueueFull(2))
+    );
     assert_eq!(handle.stats().snapshot().requests_rejected, 1);
 }

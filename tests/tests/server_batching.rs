@@ -9,8 +9,22 @@ use weft_core::test_support::model_path;
 use weft_tests::{send, Response, Server};
 
 const SUBJECTS: [&str; 16] = [
-    "cats", "rivers", "winter", "bread", "music", "trains", "the moon", "gardens", "rain",
-    "books", "bicycles", "coffee", "mountains", "the ocean", "clocks", "honey",
+    "cats",
+    "rivers",
+    "winter",
+    "bread",
+    "music",
+    "trains",
+    "the moon",
+    "gardens",
+    "rain",
+    "books",
+    "bicycles",
+    "coffee",
+    "mountains",
+    "the ocean",
+    "clocks",
+    "honey",
 ];
 
 fn body(subject: &str, stream: bool) -> String {
@@ -23,7 +37,12 @@ fn body(subject: &str, stream: bool) -> String {
 fn streamed_text(r: &Response) -> String {
     assert_eq!(r.status, 200, "{}", r.body);
     let data = r.sse_data();
-    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{}", r.body);
+    assert_eq!(
+        data.last().map(String::as_str),
+        Some("[DONE]"),
+        "{}",
+        r.body
+    );
     let mut text = String::new();
     for d in &data[..data.len() - 1] {
         let v: Value = serde_json::from_str(d).unwrap();
@@ -45,7 +64,9 @@ fn concurrent_streams_match_sequential_greedy_runs() {
     );
     let alone: Vec<String> = SUBJECTS
         .iter()
-        .map(|s| streamed_text(&server.request("POST", "/v1/chat/completions", Some(&body(s, true)))))
+        .map(|s| {
+            streamed_text(&server.request("POST", "/v1/chat/completions", Some(&body(s, true))))
+        })
         .collect();
     let before = server.request("GET", "/v1/metrics", None).json();
     let together: Vec<String> = std::thread::scope(|sc| {
@@ -53,7 +74,13 @@ fn concurrent_streams_match_sequential_greedy_runs() {
             .iter()
             .map(|s| {
                 let server = &server;
-                sc.spawn(move || streamed_text(&server.request("POST", "/v1/chat/completions", Some(&body(s, true)))))
+                sc.spawn(move || {
+                    streamed_text(&server.request(
+                        "POST",
+                        "/v1/chat/completions",
+                        Some(&body(s, true)),
+                    ))
+                })
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -68,15 +95,27 @@ fn concurrent_streams_match_sequential_greedy_runs() {
     let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
     let (steps, tokens) = (delta("steps_total"), delta("generation_tokens_total"));
     assert!(tokens >= 16, "{tokens} tokens");
-    assert!(steps < tokens / 2, "{steps} steps for {tokens} tokens: requests did not share steps");
+    assert!(
+        steps < tokens / 2,
+        "{steps} steps for {tokens} tokens: requests did not share steps"
+    );
 }
 
 fn stream_request(server: &Server, extra: Value) -> std::net::TcpStream {
     let mut b = json!({"model": "smol", "prompt": "Once upon a time", "max_tokens": 200,
                        "temperature": 0, "stream": true, "ignore_eos": true});
-    b.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    b.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
     let mut s = server.connect().unwrap();
-    send(&mut s, "POST", "/v1/completions", Some(b.to_string().as_bytes()), &[]).unwrap();
+    send(
+        &mut s,
+        "POST",
+        "/v1/completions",
+        Some(b.to_string().as_bytes()),
+        &[],
+    )
+    .unwrap();
     s
 }
 
@@ -86,7 +125,11 @@ fn read_first_frame(s: &mut std::net::TcpStream) {
     let mut chunk = [0u8; 256];
     while !String::from_utf8_lossy(&buf).contains("data:") {
         let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "connection closed: {}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "connection closed: {}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
     }
 }
@@ -109,7 +152,16 @@ fn full_queue_is_429_and_disconnect_cancels() {
     };
     let server = Server::start(
         &model,
-        &["--ctx", "512", "--parallel", "1", "--queue", "1", "--alias", "smol"],
+        &[
+            "--ctx",
+            "512",
+            "--parallel",
+            "1",
+            "--queue",
+            "1",
+            "--alias",
+            "smol",
+        ],
     );
     let mut a = stream_request(&server, json!({}));
     read_first_frame(&mut a);
@@ -125,10 +177,16 @@ fn full_queue_is_429_and_disconnect_cancels() {
     assert_eq!(c.json()["error"]["code"], "queue_full");
     // Dropping A cancels it; B gets the slot; dropping B cancels it too.
     drop(a);
-    poll(&server, "A cancelled", |m| m["requests_cancelled_total"] == 1);
-    poll(&server, "B running", |m| m["requests_running"] == 1 && m["requests_waiting"] == 0);
+    poll(&server, "A cancelled", |m| {
+        m["requests_cancelled_total"] == 1
+    });
+    poll(&server, "B running", |m| {
+        m["requests_running"] == 1 && m["requests_waiting"] == 0
+    });
     drop(b);
-    poll(&server, "B cancelled", |m| m["requests_cancelled_total"] == 2 && m["requests_running"] == 0);
+    poll(&server, "B cancelled", |m| {
+        m["requests_cancelled_total"] == 2 && m["requests_running"] == 0
+    });
     // Still serving.
     let ok = server.request(
         "POST",

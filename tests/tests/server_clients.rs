@@ -10,11 +10,24 @@ fn openai_and_ollama_clients_work_unchanged() {
     let Some(model) = model_path("smollm2") else {
         return;
     };
-    let server = Server::start(&model, &["--ctx", "512", "--parallel", "2", "--alias", "smol"]);
-    if let Some(out) = python("openai_client.py", &server.base(), &["smol"], &["openai", "requests"]) {
+    let server = Server::start(
+        &model,
+        &["--ctx", "512", "--parallel", "2", "--alias", "smol"],
+    );
+    if let Some(out) = python(
+        "openai_client.py",
+        &server.base(),
+        &["smol"],
+        &["openai", "requests"],
+    ) {
         assert!(out.contains("ALL OK"), "{out}");
     }
-    if let Some(out) = python("ollama_client.py", &server.base(), &["smol"], &["ollama", "requests"]) {
+    if let Some(out) = python(
+        "ollama_client.py",
+        &server.base(),
+        &["smol"],
+        &["ollama", "requests"],
+    ) {
         assert!(out.contains("ALL OK"), "{out}");
     }
     // Still serving.

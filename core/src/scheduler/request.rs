@@ -40,7 +40,10 @@ pub enum Event {
     },
     /// Newly generated tokens and the text now safe to show (text can lag behind tokens while
     /// a stop string or a UTF-8 character is incomplete; the last `Delta` flushes it).
-    Delta { text: String, tokens: Vec<TokenInfo> },
+    Delta {
+        text: String,
+        tokens: Vec<TokenInfo>,
+    },
     /// The request ended normally or was cancelled. Always the last event.
     Done(Summary),
     /// The request failed (engine error, shutdown). Always the last event.

@@ -257,7 +257,9 @@ impl Scheduler {
             ));
         }
         if let Some(&bad) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(format!("token id {bad} is outside the vocabulary of {n_vocab}"));
+            return Err(format!(
+                "token id {bad} is outside the vocabulary of {n_vocab}"
+            ));
         }
         Ok(())
     }
@@ -378,7 +380,7 @@ impl Scheduler {
             }
         }
         // Remove from the back so indices stay valid.
-        done.sort_by(|a, b| b.0.cmp(&a.0));
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (i, f) in done {
             let s = self.active.swap_remove(i);
             let slot = s.slot;
@@ -399,7 +401,9 @@ impl Scheduler {
             self.slots[s.slot].cached.clear();
             self.slots[s.slot].busy = false;
             self.stats.requests_failed.fetch_add(1, Relaxed);
-            s.req.sink.send(Event::Failed(format!("inference failed: {e}")));
+            s.req
+                .sink
+                .send(Event::Failed(format!("inference failed: {e}")));
         }
     }
 }

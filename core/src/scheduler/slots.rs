@@ -30,7 +30,11 @@ pub(crate) fn reusable(cached: &[u32], prompt: &[u32], rewind_limit: usize) -> u
 
 /// Picks the free slot for `prompt`: the longest reusable prefix, then the least recently
 /// used (so idle caches with useful prefixes survive longest). Returns (slot, reused tokens).
-pub(crate) fn choose(slots: &[Slot], prompt: &[u32], rewind_limit: usize) -> Option<(usize, usize)> {
+pub(crate) fn choose(
+    slots: &[Slot],
+    prompt: &[u32],
+    rewind_limit: usize,
+) -> Option<(usize, usize)> {
     slots
         .iter()
         .enumerate()
@@ -59,7 +63,10 @@ mod tests {
             slot(&[1, 2, 3, 4, 5], false, 1),
             slot(&[1, 2, 3, 4, 5, 6], true, 0),
         ];
-        assert_eq!(choose(&slots, &[1, 2, 3, 4, 5, 6, 7], usize::MAX), Some((1, 5)));
+        assert_eq!(
+            choose(&slots, &[1, 2, 3, 4, 5, 6, 7], usize::MAX),
+            Some((1, 5))
+        );
         // The whole prompt cached: the last token is evaluated again.
         assert_eq!(choose(&slots, &[1, 2, 3], usize::MAX), Some((1, 2)));
         // Nothing shared: the least recently used slot.

@@ -84,7 +84,10 @@ pub struct ServeArgs {
 
 pub fn run(a: ServeArgs) -> Result<()> {
     if a.backend != "cpu" {
-        bail!("backend {:?} is not available in this build (available: cpu)", a.backend);
+        bail!(
+            "backend {:?} is not available in this build (available: cpu)",
+            a.backend
+        );
     }
     if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 {
         bail!("--ctx must be at least 16, and --parallel, --batch and --queue positive");
@@ -191,9 +194,11 @@ fn load(a: &ServeArgs, st: &Shared) -> Result<Loaded> {
             None
         }
     };
-    let threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let threads = a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
     let backend: Box<dyn Backend> = Box::new(CpuBackend::new(threads));
     let cfg = EngineConfig {
         kv: KvCacheConfig {

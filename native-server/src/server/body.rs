@@ -25,7 +25,8 @@ pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             err.status = status;
             err.code = Some("request_too_large");
-            err.message = "the request body is larger than the server accepts (--body-limit)".into();
+            err.message =
+                "the request body is larger than the server accepts (--body-limit)".into();
         }
         err
     })?;

@@ -19,7 +19,12 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, kind: &'static str, code: &'static str, msg: impl Into<String>) -> Self {
+    fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        msg: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
             kind,
@@ -31,7 +36,12 @@ impl ApiError {
 
     /// 400: the request is malformed or a field is out of range.
     pub fn invalid(msg: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_request", msg)
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_request",
+            msg,
+        )
     }
 
     /// 400 with a specific code (e.g. `context_length_exceeded`).
@@ -56,30 +66,49 @@ impl ApiError {
 
     /// 429: the queue is full.
     pub fn busy(msg: impl Into<String>) -> Self {
-        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limit_error", "queue_full", msg);
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "queue_full",
+            msg,
+        );
         e.retry_after = Some(1);
         e
     }
 
     /// 501: an OpenAI route this server does not implement.
     pub fn not_implemented(msg: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_IMPLEMENTED, "not_implemented_error", "not_implemented", msg)
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented_error",
+            "not_implemented",
+            msg,
+        )
     }
 
     /// 503: the model is not loaded yet, or the server is shutting down.
     pub fn unavailable(msg: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", "unavailable", msg)
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "unavailable",
+            msg,
+        )
     }
 
     /// 500: an inference failure (never caused by client input).
     pub fn internal(msg: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "internal_error", msg)
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "internal_error",
+            msg,
+        )
     }
 
     fn with_headers(&self, mut r: Response) -> Response {
         if let Some(s) = self.retry_after {
-            r.headers_mut()
-                .insert("retry-after", HeaderValue::from(s));
+            r.headers_mut().insert("retry-after", HeaderValue::from(s));
         }
         r
     }

@@ -93,7 +93,11 @@ pub fn text_prompt(model: &Loaded, text: &str, bos_text: &str) -> Vec<u32> {
 
 /// Tokens to generate: the request's value (or the server default), capped by `--max-tokens`
 /// and by the room the context leaves; a prompt that does not fit is a 400.
-pub fn max_tokens(state: &AppState, prompt_len: usize, requested: Option<i64>) -> Result<usize, ApiError> {
+pub fn max_tokens(
+    state: &AppState,
+    prompt_len: usize,
+    requested: Option<i64>,
+) -> Result<usize, ApiError> {
     let n_ctx = state.cfg.n_ctx;
     if prompt_len == 0 {
         return Err(ApiError::invalid("the prompt is empty"));
@@ -106,7 +110,9 @@ pub fn max_tokens(state: &AppState, prompt_len: usize, requested: Option<i64>) -
     }
     let want = match requested {
         Some(n) if n < 0 => {
-            return Err(ApiError::invalid(format!("max_tokens must be >= 0, got {n}")))
+            return Err(ApiError::invalid(format!(
+                "max_tokens must be >= 0, got {n}"
+            )))
         }
         Some(n) => (n as u64).min(state.cfg.max_tokens as u64) as usize,
         None => state.cfg.max_tokens,

@@ -36,7 +36,10 @@ pub fn router(state: Shared) -> Router {
         .merge(ui::routes())
         .merge(ops::routes())
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
-        .layer(middleware::from_fn_with_state(state.clone(), backend_header))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            backend_header,
+        ))
         .with_state(state)
 }
 

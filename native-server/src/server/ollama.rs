@@ -88,7 +88,9 @@ fn check_format(format: &Option<Value>) -> Result<(), ApiError> {
     match format {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(s)) if s.is_empty() => Ok(()),
-        Some(_) => Err(ApiError::invalid("format (structured output) is not supported yet")),
+        Some(_) => Err(ApiError::invalid(
+            "format (structured output) is not supported yet",
+        )),
     }
 }
 
@@ -96,11 +98,18 @@ fn request(st: &AppState, prompt: Vec<u32>, opts: Option<Options>) -> Result<Gen
     let opts = opts.unwrap_or_default();
     if let Some(c) = opts.num_ctx {
         if c <= 0 {
-            return Err(ApiError::invalid(format!("num_ctx must be positive, got {c}")));
+            return Err(ApiError::invalid(format!(
+                "num_ctx must be positive, got {c}"
+            )));
         }
         // The context is fixed at startup (--ctx); a different per-request value is ignored.
     }
-    let sampling = resolve(&opts.sampling(), &st.cfg.sampling, st.cfg.precedence, Default::default())?;
+    let sampling = resolve(
+        &opts.sampling(),
+        &st.cfg.sampling,
+        st.cfg.precedence,
+        Default::default(),
+    )?;
     // Ollama: num_predict -1 (or -2) means "until the context fills".
     let requested = match opts.num_predict {
         Some(n) if n < 0 => None,
@@ -121,7 +130,11 @@ fn request(st: &AppState, prompt: Vec<u32>, opts: Option<Options>) -> Result<Gen
 /// Final-frame fields: durations in nanoseconds, counts, cache hits.
 fn final_fields(s: &Summary) -> Value {
     let ns = |secs: f64| (secs * 1e9) as u64;
-    let ratio = if s.prompt_tokens > 0 { s.cached_tokens as f64 / s.prompt_tokens as f64 } else { 0.0 };
+    let ratio = if s.prompt_tokens > 0 {
+        s.cached_tokens as f64 / s.prompt_tokens as f64
+    } else {
+        0.0
+    };
     json!({"done": true, "done_reason": super::openai::finish_reason(s),
            "total_duration": ns(s.queue_secs + s.prompt_secs + s.gen_secs), "load_duration": 0,
            "prompt_eval_count": s.prompt_tokens, "prompt_eval_duration": ns(s.prompt_secs),
@@ -138,13 +151,22 @@ fn merge(mut a: Value, b: Value) -> Value {
 
 /// Streams or collects one generation; `wrap(text)` makes the per-chunk payload
 /// (`{"response": ..}` or `{"message": ..}`).
-async fn respond(st: &Shared, m: &Loaded, req: GenRequest, stream: bool, wrap: fn(&str) -> Value) -> Res {
+async fn respond(
+    st: &Shared,
+    m: &Loaded,
+    req: GenRequest,
+    stream: bool,
+    wrap: fn(&str) -> Value,
+) -> Res {
     let rx = generate::start(m, req)?;
     let name = st.cfg.model_name.clone();
     if !stream {
         let out = collect(rx, 1).await?;
         let c = &out[0];
-        let s = c.summary.as_ref().ok_or_else(|| ApiError::internal("no summary"))?;
+        let s = c
+            .summary
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("no summary"))?;
         let head = json!({"model": name, "created_at": now_rfc3339()});
         return Ok(Json(merge(merge(head, wrap(&c.text)), final_fields(s))).into_response());
     }
@@ -159,8 +181,14 @@ async fn respond(st: &Shared, m: &Loaded, req: GenRequest, stream: bool, wrap: f
                 v["done"] = json!(false);
                 (vec![v.to_string()], false)
             }
-            Some((_, Event::Done(s))) => (vec![merge(merge(head, wrap("")), final_fields(&s)).to_string()], true),
-            Some((_, Event::Failed(e))) => (vec![json!({"error": generate::failure(e).message}).to_string()], true),
+            Some((_, Event::Done(s))) => (
+                vec![merge(merge(head, wrap("")), final_fields(&s)).to_string()],
+                true,
+            ),
+            Some((_, Event::Failed(e))) => (
+                vec![json!({"error": generate::failure(e).message}).to_string()],
+                true,
+            ),
         }
     };
     Ok(ndjson(frames(rx, f)))
@@ -182,18 +210,27 @@ pub async fn chat_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
 
 /// The Ollama chat, from an already-parsed body.
 pub async fn chat_value(st: Shared, b: Value) -> Res {
-    let b: ChatBody = serde_json::from_value(b).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
+    let b: ChatBody = serde_json::from_value(b)
+        .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
     check_model(&st, &b.model)?;
     check_format(&b.format)?;
     let m = st.model()?;
     if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid("tools are not supported by this server yet").into());
     }
-    let msgs = b.messages.ok_or_else(|| ApiError::invalid("messages is required"))?;
-    if msgs.iter().any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty())) {
+    let msgs = b
+        .messages
+        .ok_or_else(|| ApiError::invalid("messages is required"))?;
+    if msgs
+        .iter()
+        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+    {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
-    let messages: Vec<Message> = msgs.into_iter().map(|m| Message::new(m.role, m.content)).collect();
+    let messages: Vec<Message> = msgs
+        .into_iter()
+        .map(|m| Message::new(m.role, m.content))
+        .collect();
     let prompt = generate::chat_prompt(m, &messages)?;
     let req = request(&st, prompt, b.options)?;
     respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap).await
@@ -208,13 +245,18 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::invalid("suffix (fill-in-the-middle) is not supported by this server").into());
+        return Err(ApiError::invalid(
+            "suffix (fill-in-the-middle) is not supported by this server",
+        )
+        .into());
     }
     let text = b.prompt.unwrap_or_default();
     if text.is_empty() {
         // Ollama answers an empty prompt by (re)loading the model.
-        return Ok(Json(json!({"model": st.cfg.model_name, "created_at": now_rfc3339(),
-                              "response": "", "done": true, "done_reason": "load"}))
+        return Ok(Json(
+            json!({"model": st.cfg.model_name, "created_at": now_rfc3339(),
+                              "response": "", "done": true, "done_reason": "load"}),
+        )
         .into_response());
     }
     let prompt = if b.raw || m.template.is_none() {
@@ -233,7 +275,11 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
 
 fn details(st: &AppState) -> Value {
     let (family, quant, params) = match st.loaded.get() {
-        Some(l) => (l.info.architecture.clone(), l.quantization.clone(), human_params(l.n_params)),
+        Some(l) => (
+            l.info.architecture.clone(),
+            l.quantization.clone(),
+            human_params(l.n_params),
+        ),
         None => (String::new(), String::new(), String::new()),
     };
     json!({"parent_model": "", "format": "gguf", "family": family, "families": [family],
@@ -260,7 +306,11 @@ fn digest(st: &AppState) -> String {
 }
 
 fn modified_at(st: &AppState) -> String {
-    let secs = st.modified.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = st
+        .modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", secs as i64).unwrap_or_default()
 }
 
@@ -301,7 +351,11 @@ async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     check_model(&st, &b.model)?;
     let m = st.model()?;
     let arch = &m.info.architecture;
-    let template = m.template.as_ref().map(|t| t.source().to_string()).unwrap_or_default();
+    let template = m
+        .template
+        .as_ref()
+        .map(|t| t.source().to_string())
+        .unwrap_or_default();
     let mut info = serde_json::Map::new();
     info.insert("general.architecture".into(), json!(arch));
     info.insert("general.parameter_count".into(), json!(m.n_params));

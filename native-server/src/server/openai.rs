@@ -28,7 +28,10 @@ pub fn routes() -> Router<Shared> {
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/v1/chat/completions", post(chat))
-        .route("/v1/completions", post(super::openai_completions::completions))
+        .route(
+            "/v1/completions",
+            post(super::openai_completions::completions),
+        )
         .route("/v1/tokenize", post(tokenize))
         .route("/v1/detokenize", post(detokenize))
         .route("/v1/metrics", get(super::ops::metrics_json))
@@ -148,15 +151,25 @@ impl Common {
         .or(&opts.sampling());
         let bias = logit_bias(m, self.logit_bias.as_ref())?;
         let sampling = resolve(&top, &st.cfg.sampling, st.cfg.precedence, bias)?;
-        let requested = self.max_tokens.or(self.max_completion_tokens).or(opts.num_predict);
+        let requested = self
+            .max_tokens
+            .or(self.max_completion_tokens)
+            .or(opts.num_predict);
         let max_tokens = generate::max_tokens(st, prompt.len(), requested)?;
-        let stop = self.stop.clone().or(opts.stop).map(OneOrMany::into_vec).unwrap_or_default();
+        let stop = self
+            .stop
+            .clone()
+            .or(opts.stop)
+            .map(OneOrMany::into_vec)
+            .unwrap_or_default();
         if stop.len() > 16 {
             return Err(ApiError::invalid("at most 16 stop sequences are accepted"));
         }
         let n = self.n.unwrap_or(1);
         if !(1..=16).contains(&n) {
-            return Err(ApiError::invalid(format!("n must be between 1 and 16, got {n}")));
+            return Err(ApiError::invalid(format!(
+                "n must be between 1 and 16, got {n}"
+            )));
         }
         Ok(GenRequest {
             prompt,
@@ -178,17 +191,24 @@ impl Common {
 }
 
 /// OpenAI `logit_bias` (token id strings → -100..100; -100 bans the token).
-fn logit_bias(m: &Loaded, b: Option<&BTreeMap<String, f32>>) -> Result<BTreeMap<u32, f32>, ApiError> {
+fn logit_bias(
+    m: &Loaded,
+    b: Option<&BTreeMap<String, f32>>,
+) -> Result<BTreeMap<u32, f32>, ApiError> {
     let mut out = BTreeMap::new();
     for (k, &v) in b.into_iter().flatten() {
         let id: u32 = k
             .parse()
             .map_err(|_| ApiError::invalid(format!("logit_bias key {k:?} is not a token id")))?;
         if id as usize >= m.tokenizer.vocab_size() {
-            return Err(ApiError::invalid(format!("logit_bias token {id} is outside the vocabulary")));
+            return Err(ApiError::invalid(format!(
+                "logit_bias token {id} is outside the vocabulary"
+            )));
         }
         if !(-100.0..=100.0).contains(&v) {
-            return Err(ApiError::invalid(format!("logit_bias values must be in [-100, 100], got {v}")));
+            return Err(ApiError::invalid(format!(
+                "logit_bias values must be in [-100, 100], got {v}"
+            )));
         }
         out.insert(id, if v <= -100.0 { f32::NEG_INFINITY } else { v });
     }
@@ -260,10 +280,15 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     }
     if let Some(rf) = &b.response_format {
         if rf.get("type").and_then(Value::as_str) != Some("text") {
-            return Err(ApiError::invalid("response_format other than text is not supported yet").into());
+            return Err(
+                ApiError::invalid("response_format other than text is not supported yet").into(),
+            );
         }
     }
-    let messages = b.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
+    let messages = b
+        .messages
+        .as_deref()
+        .ok_or_else(|| ApiError::invalid("messages is required"))?;
     if let Some(name) = &b.common.model {
         st.check_model(name)?;
     }
@@ -276,7 +301,16 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     let created = AppState::now_unix();
     let name = st.cfg.model_name.clone();
     if b.common.stream.unwrap_or(false) {
-        return Ok(chat_stream(st.clone(), rx, n, id, created, name, b.common.include_usage(), lp.is_some()));
+        return Ok(chat_stream(
+            st.clone(),
+            rx,
+            n,
+            id,
+            created,
+            name,
+            b.common.include_usage(),
+            lp.is_some(),
+        ));
     }
     let out = collect(rx, n).await?;
     let sums: Vec<&Summary> = out.iter().filter_map(|c| c.summary.as_ref()).collect();
@@ -290,9 +324,11 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
                    "finish_reason": c.summary.as_ref().map(finish_reason)})
         })
         .collect();
-    Ok(Json(json!({"id": id, "object": "chat.completion", "created": created, "model": name,
+    Ok(Json(
+        json!({"id": id, "object": "chat.completion", "created": created, "model": name,
                    "system_fingerprint": fingerprint(&st),
-                   "choices": choices, "usage": usage(&sums)}))
+                   "choices": choices, "usage": usage(&sums)}),
+    )
     .into_response())
 }
 
@@ -324,18 +360,28 @@ fn chat_stream(
         match ev {
             None => (vec![], true),
             Some((i, Event::Started { .. })) => (
-                vec![chunk(json!([{"index": i, "delta": {"role": "assistant", "content": ""},
-                                   "logprobs": null, "finish_reason": null}]), None)],
+                vec![chunk(
+                    json!([{"index": i, "delta": {"role": "assistant", "content": ""},
+                                   "logprobs": null, "finish_reason": null}]),
+                    None,
+                )],
                 false,
             ),
             Some((i, Event::Delta { text, tokens })) => {
                 if text.is_empty() && (!logprobs || tokens.is_empty()) {
                     return (vec![], false);
                 }
-                let lp = if logprobs { chat_logprobs(m, &tokens) } else { Value::Null };
+                let lp = if logprobs {
+                    chat_logprobs(m, &tokens)
+                } else {
+                    Value::Null
+                };
                 (
-                    vec![chunk(json!([{"index": i, "delta": {"content": text},
-                                       "logprobs": lp, "finish_reason": null}]), None)],
+                    vec![chunk(
+                        json!([{"index": i, "delta": {"content": text},
+                                       "logprobs": lp, "finish_reason": null}]),
+                        None,
+                    )],
                     false,
                 )
             }
@@ -401,7 +447,10 @@ async fn tokenize(State(st): State<Shared>, body: Result<Bytes, BytesRejection>)
     }
     let m = st.model()?;
     let tokens = m.tokenizer.encode(&b.content, b.add_special, true);
-    Ok(Json(json!({"tokens": tokens, "count": tokens.len(), "max_model_len": st.cfg.n_ctx})).into_response())
+    Ok(
+        Json(json!({"tokens": tokens, "count": tokens.len(), "max_model_len": st.cfg.n_ctx}))
+            .into_response(),
+    )
 }
 
 #[derive(Deserialize)]
@@ -420,7 +469,10 @@ async fn detokenize(State(st): State<Shared>, body: Result<Bytes, BytesRejection
     let mut ids = Vec::with_capacity(b.tokens.len());
     for &t in &b.tokens {
         if t < 0 || t as usize >= vocab {
-            return Err(ApiError::invalid(format!("token {t} is outside the vocabulary of {vocab}")).into());
+            return Err(ApiError::invalid(format!(
+                "token {t} is outside the vocabulary of {vocab}"
+            ))
+            .into());
         }
         ids.push(t as u32);
     }

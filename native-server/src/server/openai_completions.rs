@@ -13,7 +13,7 @@ use weft_core::scheduler::{Event, Summary, TokenInfo};
 use super::body::{frames, parse, sse};
 use super::error::{ApiError, OpenAiError};
 use super::generate::{self, collect};
-use super::openai::{finish_reason, fingerprint, usage, uuid_like, Common};
+use super::openai::{fingerprint, finish_reason, usage, uuid_like, Common};
 use super::state::{AppState, Loaded, Shared};
 
 #[derive(Debug, Deserialize)]
@@ -29,27 +29,35 @@ struct CompletionBody {
 
 /// The prompt as text and ids: a string, a one-string array, or an array of token ids.
 fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiError> {
-    let bad = || ApiError::invalid("prompt must be a string, a one-element array of strings, or an array of token ids");
+    let bad = || {
+        ApiError::invalid(
+            "prompt must be a string, a one-element array of strings, or an array of token ids",
+        )
+    };
     let text_ids = |s: &str| (s.to_string(), generate::text_prompt(m, s, ""));
     match p {
         None => Err(ApiError::invalid("prompt is required")),
         Some(Value::String(s)) => Ok(text_ids(s)),
-        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => Ok(text_ids(a[0].as_str().unwrap_or_default())),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Ok(text_ids(a[0].as_str().unwrap_or_default()))
+        }
         Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => {
             let vocab = m.tokenizer.vocab_size() as u64;
             let mut ids = Vec::with_capacity(a.len());
             for v in a {
                 let id = v.as_u64().unwrap_or(u64::MAX);
                 if id >= vocab {
-                    return Err(ApiError::invalid(format!("prompt token {id} is outside the vocabulary of {vocab}")));
+                    return Err(ApiError::invalid(format!(
+                        "prompt token {id} is outside the vocabulary of {vocab}"
+                    )));
                 }
                 ids.push(id as u32);
             }
             Ok((m.tokenizer.decode(&ids, true), ids))
         }
-        Some(Value::Array(a)) if a.len() > 1 && a.iter().all(Value::is_string) => Err(ApiError::invalid(
-            "batched prompts are not supported: send one prompt per request",
-        )),
+        Some(Value::Array(a)) if a.len() > 1 && a.iter().all(Value::is_string) => Err(
+            ApiError::invalid("batched prompts are not supported: send one prompt per request"),
+        ),
         Some(_) => Err(bad()),
     }
 }
@@ -74,14 +82,20 @@ fn legacy_logprobs(m: &Loaded, tokens: &[TokenInfo], start_offset: usize) -> Val
 }
 
 /// `POST /v1/completions`.
-pub async fn completions(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Result<Response, OpenAiError> {
+pub async fn completions(
+    State(st): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, OpenAiError> {
     let b: CompletionBody = parse(body)?;
     if let Some(name) = &b.common.model {
         st.check_model(name)?;
     }
     let m = st.model()?;
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::invalid("suffix (fill-in-the-middle) is not supported by this server").into());
+        return Err(ApiError::invalid(
+            "suffix (fill-in-the-middle) is not supported by this server",
+        )
+        .into());
     }
     if b.best_of.is_some_and(|n| Some(n) != b.common.n && n != 1) {
         return Err(ApiError::invalid("best_of is not supported (use n)").into());
@@ -89,12 +103,20 @@ pub async fn completions(State(st): State<Shared>, body: Result<Bytes, BytesReje
     let lp = match b.logprobs {
         None => None,
         Some(n) if (0..=5).contains(&n) => Some(n as usize),
-        Some(n) => return Err(ApiError::invalid(format!("logprobs must be between 0 and 5, got {n}")).into()),
+        Some(n) => {
+            return Err(
+                ApiError::invalid(format!("logprobs must be between 0 and 5, got {n}")).into(),
+            )
+        }
     };
     let (text, ids) = prompt_of(m, b.prompt.as_ref())?;
     let req = b.common.to_request(&st, m, ids, lp)?;
     let n = req.n;
-    let echo = if b.echo.unwrap_or(false) { text } else { String::new() };
+    let echo = if b.echo.unwrap_or(false) {
+        text
+    } else {
+        String::new()
+    };
     let rx = generate::start(m, req)?;
     let id = format!("cmpl-{}", uuid_like());
     let created = AppState::now_unix();
@@ -114,11 +136,16 @@ pub async fn completions(State(st): State<Shared>, body: Result<Bytes, BytesReje
         };
         let st2 = st.clone();
         let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
-            let Ok(m) = st2.model() else { return (vec![], true) };
+            let Ok(m) = st2.model() else {
+                return (vec![], true);
+            };
             match ev {
                 None => (vec![], true),
                 Some((i, Event::Started { .. })) if !echo.is_empty() => (
-                    vec![chunk(json!([{"index": i, "text": echo, "logprobs": null, "finish_reason": null}]), None)],
+                    vec![chunk(
+                        json!([{"index": i, "text": echo, "logprobs": null, "finish_reason": null}]),
+                        None,
+                    )],
                     false,
                 ),
                 Some((_, Event::Started { .. })) => (vec![], false),
@@ -131,7 +158,13 @@ pub async fn completions(State(st): State<Shared>, body: Result<Bytes, BytesReje
                         None => Value::Null,
                     };
                     offsets[i] += text.len();
-                    (vec![chunk(json!([{"index": i, "text": text, "logprobs": l, "finish_reason": null}]), None)], false)
+                    (
+                        vec![chunk(
+                            json!([{"index": i, "text": text, "logprobs": l, "finish_reason": null}]),
+                            None,
+                        )],
+                        false,
+                    )
                 }
                 Some((i, Event::Done(s))) => {
                     let mut out = vec![chunk(

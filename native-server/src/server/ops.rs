@@ -27,8 +27,10 @@ async fn health(State(st): State<Shared>) -> Response {
         (None, Some(_)) => "failed",
         (None, None) => "loading",
     };
-    Json(json!({"status": "ok", "uptime_secs": st.started.elapsed().as_secs(),
-                "components": {"http": "ok", "model": model, "backend": st.cfg.backend}}))
+    Json(
+        json!({"status": "ok", "uptime_secs": st.started.elapsed().as_secs(),
+                "components": {"http": "ok", "model": model, "backend": st.cfg.backend}}),
+    )
     .into_response()
 }
 
@@ -37,7 +39,11 @@ async fn ready(State(st): State<Shared>) -> Response {
     let running = loaded.is_some_and(|l| !l.handle.is_closing());
     let body = json!({"ready": running, "model_loaded": loaded.is_some(), "engine_running": running,
                       "error": st.load_error.get()});
-    let status = if running { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if running {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (status, Json(body)).into_response()
 }
 
@@ -61,7 +67,10 @@ pub async fn metrics_json(State(st): State<Shared>) -> Response {
 }
 
 fn metric(out: &mut String, name: &str, kind: &str, help: &str, v: f64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+    );
 }
 
 fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
@@ -70,32 +79,136 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
     for (le, c) in buckets {
         let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {c}");
     }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}\n{name}_sum {sum}\n{name}_count {count}");
+    let _ = writeln!(
+        out,
+        "{name}_bucket{{le=\"+Inf\"}} {count}\n{name}_sum {sum}\n{name}_count {count}"
+    );
 }
 
 /// `GET /metrics`: Prometheus text, with vLLM-style names under the `weft:` prefix.
 async fn metrics(State(st): State<Shared>) -> Response {
     let mut out = String::new();
     let loaded = st.loaded.get().is_some();
-    metric(&mut out, "weft:model_loaded", "gauge", "1 when the model is loaded.", loaded as u8 as f64);
+    metric(
+        &mut out,
+        "weft:model_loaded",
+        "gauge",
+        "1 when the model is loaded.",
+        loaded as u8 as f64,
+    );
     if let Some(stats) = stats(&st) {
         let s = stats.snapshot();
-        metric(&mut out, "weft:prompt_tokens_total", "counter", "Prompt tokens evaluated (cache hits excluded).", s.prompt_tokens as f64);
-        metric(&mut out, "weft:generation_tokens_total", "counter", "Tokens generated.", s.generation_tokens as f64);
-        metric(&mut out, "weft:num_requests_running", "gauge", "Requests holding a sequence slot.", s.running as f64);
-        metric(&mut out, "weft:num_requests_waiting", "gauge", "Requests waiting for a slot.", s.waiting as f64);
-        let usage = if s.kv_capacity > 0 { s.kv_used as f64 / s.kv_capacity as f64 } else { 0.0 };
-        metric(&mut out, "weft:kv_cache_usage_perc", "gauge", "Fraction of KV-cache positions holding tokens (0-1).", usage);
-        metric(&mut out, "weft:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", (s.prompt_tokens + s.cached_prompt_tokens) as f64);
-        metric(&mut out, "weft:prefix_cache_hits_total", "counter", "Prompt tokens served from the prefix cache.", s.cached_prompt_tokens as f64);
-        metric(&mut out, "weft:request_success_total", "counter", "Requests finished.", s.requests_finished as f64);
-        metric(&mut out, "weft:request_cancelled_total", "counter", "Requests cancelled (client gone).", s.requests_cancelled as f64);
-        metric(&mut out, "weft:request_failed_total", "counter", "Requests failed.", s.requests_failed as f64);
-        metric(&mut out, "weft:request_rejected_total", "counter", "Requests refused because the queue was full.", s.requests_rejected as f64);
-        metric(&mut out, "weft:engine_steps_total", "counter", "Engine steps run.", s.steps as f64);
-        histogram(&mut out, "weft:time_to_first_token_seconds", "Time from submission to the first token.", &stats.ttft);
-        histogram(&mut out, "weft:inter_token_latency_seconds", "Time between consecutive tokens of a stream.", &stats.inter_token);
-        histogram(&mut out, "weft:e2e_request_latency_seconds", "Whole request latency.", &stats.e2e);
+        metric(
+            &mut out,
+            "weft:prompt_tokens_total",
+            "counter",
+            "Prompt tokens evaluated (cache hits excluded).",
+            s.prompt_tokens as f64,
+        );
+        metric(
+            &mut out,
+            "weft:generation_tokens_total",
+            "counter",
+            "Tokens generated.",
+            s.generation_tokens as f64,
+        );
+        metric(
+            &mut out,
+            "weft:num_requests_running",
+            "gauge",
+            "Requests holding a sequence slot.",
+            s.running as f64,
+        );
+        metric(
+            &mut out,
+            "weft:num_requests_waiting",
+            "gauge",
+            "Requests waiting for a slot.",
+            s.waiting as f64,
+        );
+        let usage = if s.kv_capacity > 0 {
+            s.kv_used as f64 / s.kv_capacity as f64
+        } else {
+            0.0
+        };
+        metric(
+            &mut out,
+            "weft:kv_cache_usage_perc",
+            "gauge",
+            "Fraction of KV-cache positions holding tokens (0-1).",
+            usage,
+        );
+        metric(
+            &mut out,
+            "weft:prefix_cache_queries_total",
+            "counter",
+            "Prompt tokens looked up in the prefix cache.",
+            (s.prompt_tokens + s.cached_prompt_tokens) as f64,
+        );
+        metric(
+            &mut out,
+            "weft:prefix_cache_hits_total",
+            "counter",
+            "Prompt tokens served from the prefix cache.",
+            s.cached_prompt_tokens as f64,
+        );
+        metric(
+            &mut out,
+            "weft:request_success_total",
+            "counter",
+            "Requests finished.",
+            s.requests_finished as f64,
+        );
+        metric(
+            &mut out,
+            "weft:request_cancelled_total",
+            "counter",
+            "Requests cancelled (client gone).",
+            s.requests_cancelled as f64,
+        );
+        metric(
+            &mut out,
+            "weft:request_failed_total",
+            "counter",
+            "Requests failed.",
+            s.requests_failed as f64,
+        );
+        metric(
+            &mut out,
+            "weft:request_rejected_total",
+            "counter",
+            "Requests refused because the queue was full.",
+            s.requests_rejected as f64,
+        );
+        metric(
+            &mut out,
+            "weft:engine_steps_total",
+            "counter",
+            "Engine steps run.",
+            s.steps as f64,
+        );
+        histogram(
+            &mut out,
+            "weft:time_to_first_token_seconds",
+            "Time from submission to the first token.",
+            &stats.ttft,
+        );
+        histogram(
+            &mut out,
+            "weft:inter_token_latency_seconds",
+            "Time between consecutive tokens of a stream.",
+            &stats.inter_token,
+        );
+        histogram(
+            &mut out,
+            "weft:e2e_request_latency_seconds",
+            "Whole request latency.",
+            &stats.e2e,
+        );
     }
-    ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], out).into_response()
+    (
+        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+        out,
+    )
+        .into_response()
 }

@@ -106,7 +106,13 @@ mod tests {
         assert_eq!((a.temperature, a.top_k), (0.9, 5));
         let b = resolve(&req, &op, Precedence::Request, BTreeMap::new()).unwrap();
         assert_eq!((b.temperature, b.top_k), (0.2, 5));
-        let c = resolve(&SamplingFields::default(), &SamplingFields::default(), Precedence::Operator, BTreeMap::new()).unwrap();
+        let c = resolve(
+            &SamplingFields::default(),
+            &SamplingFields::default(),
+            Precedence::Operator,
+            BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(c, SamplerConfig::default());
     }
 
@@ -116,7 +122,13 @@ mod tests {
             temperature: Some(-1.0),
             ..Default::default()
         };
-        let e = resolve(&req, &SamplingFields::default(), Precedence::Operator, BTreeMap::new()).unwrap_err();
+        let e = resolve(
+            &req,
+            &SamplingFields::default(),
+            Precedence::Operator,
+            BTreeMap::new(),
+        )
+        .unwrap_err();
         assert_eq!(e.status, 400);
         assert!(e.message.contains("temperature"));
     }

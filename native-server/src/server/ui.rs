@@ -46,7 +46,10 @@ pub fn routes() -> Router<Shared> {
 
 /// Whether a `/api/chat` body is a chat-UI request.
 pub fn is_ui_body(v: &Value) -> bool {
-    v.get("model").is_none() && ["sessionId", "maxTokens", "newChat"].iter().any(|k| v.get(k).is_some())
+    v.get("model").is_none()
+        && ["sessionId", "maxTokens", "newChat"]
+            .iter()
+            .any(|k| v.get(k).is_some())
 }
 
 async fn dispatch(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
@@ -87,12 +90,16 @@ fn same(a: &Message, b: &Message) -> bool {
 }
 
 async fn chat_value(st: Shared, v: Value) -> Res {
-    let b: UiBody = serde_json::from_value(v).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
+    let b: UiBody = serde_json::from_value(v)
+        .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
     let m = st.model()?;
     if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid("tools are not supported by this server yet").into());
     }
-    let sid = b.session_id.clone().unwrap_or_else(|| DEFAULT_SESSION.into());
+    let sid = b
+        .session_id
+        .clone()
+        .unwrap_or_else(|| DEFAULT_SESSION.into());
     let new = b.messages.unwrap_or_default();
     if new.is_empty() {
         return Err(ApiError::invalid("messages must not be empty").into());
@@ -100,13 +107,17 @@ async fn chat_value(st: Shared, v: Value) -> Res {
     let conversation = {
         let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
         if sid != DEFAULT_SESSION && !sessions.contains_key(&sid) {
-            return Err(ApiError::not_found(format!("unknown session {sid:?}; create one with POST /api/sessions")).into());
+            return Err(ApiError::not_found(format!(
+                "unknown session {sid:?}; create one with POST /api/sessions"
+            ))
+            .into());
         }
         let hist = sessions.entry(sid.clone()).or_default();
         if b.new_chat {
             hist.clear();
         }
-        let starts_with_hist = new.len() >= hist.len() && hist.iter().zip(&new).all(|(a, b)| same(a, b));
+        let starts_with_hist =
+            new.len() >= hist.len() && hist.iter().zip(&new).all(|(a, b)| same(a, b));
         if starts_with_hist {
             new
         } else {
@@ -123,9 +134,25 @@ async fn chat_value(st: Shared, v: Value) -> Res {
         seed: b.seed,
         ..Default::default()
     };
-    let sampling = resolve(&req_sampling, &st.cfg.sampling, st.cfg.precedence, Default::default())?;
+    let sampling = resolve(
+        &req_sampling,
+        &st.cfg.sampling,
+        st.cfg.precedence,
+        Default::default(),
+    )?;
     let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
-    let rx = generate::start(m, GenRequest { prompt, sampling, max_tokens, stop: vec![], logprobs: None, n: 1, ignore_eos: false })?;
+    let rx = generate::start(
+        m,
+        GenRequest {
+            prompt,
+            sampling,
+            max_tokens,
+            stop: vec![],
+            logprobs: None,
+            n: 1,
+            ignore_eos: false,
+        },
+    )?;
     let started = std::time::Instant::now();
     let mut reply = String::new();
     let mut split = ThinkSplitter::default();
@@ -187,7 +214,10 @@ fn round3(x: f64) -> f64 {
 
 async fn new_session(State(st): State<Shared>) -> Response {
     let id = super::openai::uuid_like();
-    st.sessions.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), Vec::new());
+    st.sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone(), Vec::new());
     Json(json!({"sessionId": id})).into_response()
 }
 
@@ -195,7 +225,12 @@ async fn delete_session(State(st): State<Shared>, Path(id): Path<String>) -> Res
     if id == DEFAULT_SESSION {
         return Err(ApiError::invalid("the default session cannot be deleted").into());
     }
-    match st.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+    match st
+        .sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id)
+    {
         Some(_) => Ok(Json(json!({"ok": true, "sessionId": id})).into_response()),
         None => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
     }
@@ -225,7 +260,9 @@ async fn queue_status(State(st): State<Shared>) -> Response {
         }
         None => (0, 0),
     };
-    Json(json!({"pending_requests": waiting, "running_requests": running,
-                "queue_capacity": st.cfg.queue, "parallel": st.cfg.parallel}))
+    Json(
+        json!({"pending_requests": waiting, "running_requests": running,
+                "queue_capacity": st.cfg.queue, "parallel": st.cfg.parallel}),
+    )
     .into_response()
 }
