@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{json, Value as Json};
 use weft_core::chat::{ChatError, ChatTemplate, Message, TemplateOrigin};
@@ -132,10 +133,9 @@ fn cases(with_tools: bool) -> Json {
 fn python_render(model: &Path, cases: &Json, template: Option<&str>) -> Option<Vec<Json>> {
     let dir = std::env::temp_dir().join(format!("weft-chat-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let tag = format!(
-        "{:x}",
-        cases.to_string().len() ^ template.map_or(0, str::len)
-    );
+    // Tests run in parallel threads: every call gets its own file names.
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let tag = CALLS.fetch_add(1, Ordering::Relaxed);
     let cases_path = dir.join(format!("cases-{tag}.json"));
     std::fs::write(&cases_path, cases.to_string()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/py/render_chat.py");
@@ -277,4 +277,49 @@ tools={{ ns.n }} {{ tools }} {{ 1.5 }} {{ 10 / 4 }} {{ none }} {{ [1, "a", none,
         let got = render_case(&t, case).unwrap();
         assert_eq!(Some(got.as_str()), want["ok"].as_str(), "case {i}: {want}");
     }
+}
+
+/// The ChatML and Llama 3 built-ins render like Jinja2 does (Gemma's is covered above).
+#[test]
+fn other_builtins_match_jinja2() {
+    let Some(path) = model_path("smollm2") else {
+        return;
+    };
+    let cases = cases(false);
+    for name in ["chatml", "llama3"] {
+        let t = ChatTemplate::builtin_with(name, "<s>", "</s>").unwrap();
+        let Some(expected) = python_render(&path, &cases, Some(t.source())) else {
+            return;
+        };
+        for (i, (case, want)) in cases.as_array().unwrap().iter().zip(&expected).enumerate() {
+            let got = render_case(&t, case).unwrap();
+            assert_eq!(Some(got.as_str()), want["ok"].as_str(), "{name} case {i}");
+        }
+    }
+}
+
+/// `strftime_now`'s formatting equals Python's `time.strftime` on the same UTC times.
+#[test]
+fn strftime_matches_python() {
+    let fmt = "%Y-%m-%d %H:%M:%S|%a %A %b %B|%j %p %I %y|%d %e %u %w|%F %T %D %R %%";
+    let times = [
+        0i64,
+        951_782_400,
+        1_709_211_909,
+        1_735_689_599,
+        4_102_444_800,
+    ];
+    let script =
+        format!("import time\nfor t in {times:?}: print(time.strftime({fmt:?}, time.gmtime(t)))");
+    let out = match Command::new("python3").arg("-c").arg(&script).output() {
+        Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap(),
+        other => {
+            skip_python(&format!("python3 failed: {other:?}"));
+            return;
+        }
+    };
+    for (t, want) in times.iter().zip(out.lines()) {
+        assert_eq!(weft_core::chat::strftime(fmt, *t).unwrap(), want, "t = {t}");
+    }
+    assert_eq!(out.lines().count(), times.len());
 }

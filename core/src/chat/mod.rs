@@ -4,6 +4,18 @@
 //! whose files carry none, such as the Gemma 3 base model) and [`ChatTemplate::render`] turns
 //! OpenAI-style [`Message`]s into the prompt text, byte for byte as Hugging Face
 //! `transformers`' `apply_chat_template` renders it with Python's Jinja2.
+//!
+//! Which Jinja2: templates are written for transformers' environment, not plain Jinja2.
+//! Plain Jinja2's `tojson` sorts keys, escapes non-ASCII and HTML-escapes `<`, `>`, `&`, `'`
+//! (as `\u003c` ...); transformers replaces it with `json.dumps(x, ensure_ascii=False,
+//! indent=indent, separators=separators, sort_keys=sort_keys)`, so tool definitions keep their
+//! key order and characters. Weft follows transformers: that `tojson`, `trim_blocks`,
+//! `lstrip_blocks`, loop controls, `raise_exception` and `strftime_now` (UTC here).
+//! `tests/py/render_chat.py` builds the same environment with Jinja2, and the tests compare
+//! renders byte for byte.
+//!
+//! BOS: built-in templates leave it out because those families' tokenizers add it; a file's own
+//! template gets `bos_token` / `eos_token` and decides itself.
 
 mod builtin;
 mod clock;

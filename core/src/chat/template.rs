@@ -442,6 +442,12 @@ mod tests {
     }
 
     #[test]
+    fn template_can_be_shared_between_threads() {
+        fn is_send_sync<T: Send + Sync>() {}
+        is_send_sync::<ChatTemplate>();
+    }
+
+    #[test]
     fn unknown_builtin_is_an_error() {
         let e = ChatTemplate::builtin_with("nope", "", "").unwrap_err();
         assert!(e.to_string().contains("chatml"), "{e}");

@@ -309,3 +309,21 @@ pub fn argmax(logits: &[f32]) -> u32 {
     }
     best as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampler_can_move_between_threads() {
+        fn is_send_sync<T: Send + Sync>() {}
+        is_send_sync::<Sampler>();
+    }
+
+    #[test]
+    fn unseeded_samplers_differ() {
+        let a = Sampler::new(SamplerConfig::default()).unwrap();
+        let b = Sampler::new(SamplerConfig::default()).unwrap();
+        assert_ne!(a.seed(), b.seed());
+    }
+}

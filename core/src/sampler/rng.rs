@@ -46,17 +46,23 @@ impl Rng {
     }
 }
 
-/// A seed from whatever varies between calls without an OS entropy source (which
-/// `wasm32-unknown-unknown` lacks): std's per-process hash keys, a counter, and an address.
+/// A seed from whatever varies between calls without asking the OS for entropy: a counter, an
+/// address, and natively std's per-process hash keys (not used on `wasm32-unknown-unknown`,
+/// which has no entropy source; the browser side should pass a seed drawn in JavaScript).
 pub fn fresh_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
     let local = 0u8;
-    h.write_usize(&local as *const u8 as usize);
-    h.finish()
+    let mut st =
+        COUNTER.fetch_add(1, Ordering::Relaxed) ^ (&local as *const u8 as u64).rotate_left(32);
+    #[cfg(not(all(target_arch = "wasm32", not(target_os = "wasi"))))]
+    {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(st);
+        st = h.finish();
+    }
+    splitmix64(&mut st)
 }
 
 /// e^x using only +, -, * and exact scaling, so every platform computes the same bits

@@ -95,10 +95,11 @@ impl HfTokenizer {
                 .find_map(|n| named(n))
         });
         let eos = EOS_NAMES.iter().find_map(|n| named(n));
-        let mut eog: Vec<u32> = EOS_NAMES
+        let mut eog: Vec<u32> = super::vocab::EOG_TEXTS
             .iter()
-            .filter(|n| **n != "[SEP]")
+            .chain(&["</s>", "<eos>"])
             .filter_map(|n| named(n))
+            .chain(eos.filter(|_| eos != named("[SEP]")))
             .collect();
         eog.sort_unstable();
         eog.dedup();

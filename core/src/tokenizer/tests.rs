@@ -201,3 +201,71 @@ fn bad_metadata_is_an_error() {
     let e = Tokenizer::from_gguf(&gguf(&[]));
     assert!(e.unwrap_err().to_string().contains("tokenizer.ggml.model"));
 }
+
+/// A small byte-level BPE tokenizer.json: the 256 byte symbols, a few merges, a special BOS
+/// added by the post-processor, a special `<|end|>` and a non-special `<tool>`.
+#[cfg(not(target_arch = "wasm32"))]
+fn tokenizer_json() -> Tokenizer {
+    let mut vocab = serde_json::Map::new();
+    for b in 0..=255u8 {
+        vocab.insert(bpe::byte_to_char(b).to_string(), b.into());
+    }
+    for (i, t) in ["hi", "Ġt", "he", "Ġthe", "re", "Ġthere"].iter().enumerate() {
+        vocab.insert(t.to_string(), (256 + i).into());
+    }
+    let added = |id: u32, content: &str, special: bool| {
+        serde_json::json!({"id": id, "content": content, "single_word": false, "lstrip": false,
+            "rstrip": false, "normalized": false, "special": special})
+    };
+    let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false,
+        "trim_offsets": true, "use_regex": true});
+    let json = serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": [added(262, "<s>", true), added(263, "<|end|>", true),
+            added(264, "<tool>", false)],
+        "normalizer": null,
+        "pre_tokenizer": byte_level,
+        "post_processor": {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [262], "tokens": ["<s>"]}}},
+        "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null,
+            "continuing_subword_prefix": null, "end_of_word_suffix": null, "fuse_unk": false,
+            "byte_fallback": false, "ignore_merges": false, "vocab": vocab,
+            "merges": ["h i", "Ġ t", "h e", "Ġt he", "r e", "Ġthe re"]}
+    });
+    Tokenizer::from_tokenizer_json(json.to_string().as_bytes()).expect("tokenizer.json")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn tokenizer_json_path() {
+    let t = tokenizer_json();
+    assert_eq!(t.kind(), "tokenizer.json");
+    assert_eq!(t.vocab_size(), 265);
+    assert!(t.add_bos_default());
+    assert_eq!(t.bos(), Some(262));
+    assert_eq!(t.encode("hi there", true, true), vec![262, 256, 261]);
+    assert_eq!(t.encode("hi<|end|>", false, true), vec![256, 263]);
+    let literal: Vec<u32> = "<|end|>".bytes().map(u32::from).collect();
+    assert_eq!(t.encode("hi<|end|>", false, false), [vec![256], literal].concat());
+    assert_eq!(t.encode("a<tool>", false, false), vec![b'a' as u32, 264]);
+    assert_eq!(t.decode(&[256, 261, 263], false), "hi there");
+    assert_eq!(t.decode(&[256, 261, 263], true), "hi there<|end|>");
+    assert!(t.is_eog(263));
+    assert_eq!(t.token_id("Ġthere"), Some(261));
+    assert_eq!(t.token_text(261).as_deref(), Some("Ġthere"));
+    // Streaming a character split over byte tokens.
+    let ids = t.encode("é!", false, false);
+    assert_eq!(ids, vec![0xC3, 0xA9, b'!' as u32]);
+    let mut d = StreamDecoder::new(false);
+    assert_eq!(d.push(&t, ids[0]), "");
+    assert_eq!(d.push(&t, ids[1]), "é");
+    assert!(Tokenizer::from_tokenizer_json(b"{not json").is_err());
+}

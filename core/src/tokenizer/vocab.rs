@@ -68,7 +68,7 @@ fn bad(key: &str, msg: impl Into<String>) -> TokenizerError {
 }
 
 /// Token texts whose presence makes a token end generation (llama.cpp's list).
-const EOG_TEXTS: &[&str] = &[
+pub(crate) const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",

@@ -1,6 +1,8 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
 mod info;
+mod run;
+mod tokenize;
 mod serve;
 
 use std::process::ExitCode;
@@ -22,6 +24,10 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
     Info(info::InfoArgs),
+    /// Print the token ids of a text (no BOS unless --bos).
+    Tokenize(tokenize::TokenizeArgs),
+    /// Generate text from a prompt, or chat interactively when no prompt is given.
+    Run(run::RunArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(serve::ServeArgs),
 }
@@ -31,6 +37,8 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Tokenize(a) => tokenize::run(a),
+        Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
     };
     match result {
