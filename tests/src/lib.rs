@@ -127,10 +127,14 @@ impl Server {
         Ok(s)
     }
 
-    /// Sends SIGTERM-like stop (kill) and waits.
-    pub fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the server to exit by itself.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("waiting for weft serve")
     }
 }
 

@@ -354,7 +354,8 @@ fn chat_stream(
         c.to_string()
     };
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
-        let Ok(m) = st.model() else {
+        // Not `model()`: a stream keeps going while the server shuts down.
+        let Some(m) = st.loaded.get() else {
             return (vec![], true);
         };
         match ev {

@@ -136,7 +136,7 @@ pub async fn completions(
         };
         let st2 = st.clone();
         let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
-            let Ok(m) = st2.model() else {
+            let Some(m) = st2.loaded.get() else {
                 return (vec![], true);
             };
             match ev {
