@@ -125,6 +125,32 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The tensors this op reads.
+    pub fn inputs(&self) -> Vec<TensorId> {
+        use Op::*;
+        match self {
+            Embed { .. } => vec![],
+            MatMul { x, .. }
+            | AddBias { x, .. }
+            | RmsNorm { x, .. }
+            | LayerNorm { x, .. }
+            | Rope { x, .. }
+            | Scale { x, .. }
+            | SoftCap { x, .. }
+            | Gelu { x }
+            | Silu { x }
+            | Softmax { x }
+            | SelectRows { x, .. }
+            | TopK { x, .. } => vec![*x],
+            KvStore { k, v, .. } => vec![*k, *v],
+            Attention { q, stored, .. } => vec![*q, *stored],
+            Add { a, b } | Mul { a, b } => vec![*a, *b],
+            GeGlu { gate, up } | SwiGlu { gate, up } => vec![*gate, *up],
+        }
+    }
+}
+
 /// A node: an op and the shape of what it produces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {

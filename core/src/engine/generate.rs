@@ -1,7 +1,28 @@
 //! The generation loop for one sequence: prefill the prompt, then pick and feed back one token
 //! at a time until a limit, an end-of-generation id, or the caller says stop.
 
-use std::time::Instant;
+/// A stopwatch that reads 0 where the platform has no clock (`Instant::now` panics on
+/// wasm32-unknown-unknown; the browser build times steps on the JavaScript side).
+struct Stopwatch {
+    #[cfg(not(target_arch = "wasm32"))]
+    start: std::time::Instant,
+}
+
+impl Stopwatch {
+    fn start() -> Self {
+        Stopwatch {
+            #[cfg(not(target_arch = "wasm32"))]
+            start: std::time::Instant::now(),
+        }
+    }
+
+    fn secs(&self) -> f64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.start.elapsed().as_secs_f64();
+        #[cfg(target_arch = "wasm32")]
+        0.0
+    }
+}
 
 use super::{Engine, EngineError};
 
@@ -108,14 +129,14 @@ pub fn generate(
     chooser: &mut dyn Chooser,
     on_token: &mut dyn FnMut(u32) -> bool,
 ) -> Result<Generation, EngineError> {
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let mut logits = engine.prefill(seq, prompt)?;
     let mut gen = Generation {
         tokens: Vec::new(),
         finish_reason: FinishReason::Length,
         steps: Vec::new(),
         prompt_tokens: prompt.len(),
-        prompt_secs: t0.elapsed().as_secs_f64(),
+        prompt_secs: t0.secs(),
         decode_tokens: 0,
         decode_secs: 0.0,
     };
@@ -140,9 +161,9 @@ pub fn generate(
         if i + 1 == opts.max_tokens || engine.seqs().len(seq)? >= n_ctx {
             break;
         }
-        let t = Instant::now();
+        let t = Stopwatch::start();
         logits = engine.decode(seq, tok)?;
-        gen.decode_secs += t.elapsed().as_secs_f64();
+        gen.decode_secs += t.secs();
         gen.decode_tokens += 1;
     }
     Ok(gen)

@@ -50,8 +50,10 @@ pub struct CpuBackend {
     pool: ThreadPool,
     weights: Vec<CpuWeight>,
     caches: Vec<KvStorage>,
-    /// Activation buffers, one per graph node, reused from step to step.
+    /// Activation buffers by graph node; a buffer goes back to `spare` after its last reader.
     bufs: Vec<Vec<f32>>,
+    /// Buffers free for reuse (kept across steps, so a step allocates nothing once warm).
+    spare: Vec<Vec<f32>>,
     /// Top-k ids per node (only for `TopK` nodes).
     ids: Vec<Vec<u32>>,
     /// Scratch for quantized activations.
@@ -71,6 +73,7 @@ impl CpuBackend {
             weights: Vec::new(),
             caches: Vec::new(),
             bufs: Vec::new(),
+            spare: Vec::new(),
             ids: Vec::new(),
             act: Vec::new(),
         }
@@ -152,18 +155,44 @@ impl Backend for CpuBackend {
                 batch.seqs.len()
             )));
         }
-        if self.bufs.len() < graph.nodes.len() {
-            self.bufs.resize_with(graph.nodes.len(), Vec::new);
-            self.ids.resize_with(graph.nodes.len(), Vec::new);
+        // Free every buffer of the previous step, then hand them out again by liveness: a
+        // node's buffer is released after its last reader, so only a few are alive at once.
+        for b in self.bufs.iter_mut() {
+            if b.capacity() > 0 {
+                self.spare.push(std::mem::take(b));
+            }
+        }
+        self.bufs.resize_with(graph.nodes.len(), Vec::new);
+        self.ids.resize_with(graph.nodes.len(), Vec::new);
+        let mut last_use: Vec<usize> = (0..graph.nodes.len()).collect();
+        for (j, node) in graph.nodes.iter().enumerate() {
+            for t in node.op.inputs() {
+                last_use[t.0 as usize] = j;
+            }
+        }
+        for t in &graph.outputs {
+            last_use[t.0 as usize] = usize::MAX;
         }
         for i in 0..graph.nodes.len() {
-            let mut out = std::mem::take(&mut self.bufs[i]);
             let node = &graph.nodes[i];
-            out.clear();
-            out.resize(node.rows * node.cols, 0.0);
+            let need = node.rows * node.cols;
+            let mut out = self.take_spare(need);
+            out.resize(need, 0.0);
             let r = self.run_node(graph, i, batch, &mut out);
             self.bufs[i] = out;
             r?;
+            for t in node
+                .op
+                .inputs()
+                .into_iter()
+                .chain([super::TensorId(i as u32)])
+            {
+                let t = t.0 as usize;
+                if last_use[t] == i && self.bufs[t].capacity() > 0 {
+                    let b = std::mem::take(&mut self.bufs[t]);
+                    self.spare.push(b);
+                }
+            }
         }
         graph
             .outputs
@@ -190,6 +219,33 @@ impl Backend for CpuBackend {
 }
 
 impl CpuBackend {
+    /// An empty buffer from the spare list: the smallest that holds `need` elements, else the
+    /// largest (it will grow).
+    fn take_spare(&mut self, need: usize) -> Vec<f32> {
+        let fit = self
+            .spare
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.capacity() >= need)
+            .min_by_key(|(_, b)| b.capacity())
+            .map(|(i, _)| i);
+        let pick = fit.or_else(|| {
+            self.spare
+                .iter()
+                .enumerate()
+                .max_by_key(|(_, b)| b.capacity())
+                .map(|(i, _)| i)
+        });
+        match pick {
+            Some(i) => {
+                let mut b = self.spare.swap_remove(i);
+                b.clear();
+                b
+            }
+            None => Vec::new(),
+        }
+    }
+
     fn run_node(
         &mut self,
         graph: &Graph,
