@@ -68,11 +68,12 @@ impl Sequence {
     /// Picks the next token from `logits`, reports it, and says whether to go on. `room`
     /// tells whether the slot can take another position.
     pub fn accept(&mut self, mut logits: Vec<f32>, tok: &Tokenizer, room: bool) -> Outcome {
-        let (logprob, top) = match self.req.logprobs {
-            Some(n) => (Some(()), sampler::top_logprobs(&logits, n)),
-            None => (None, Vec::new()),
-        };
-        let raw = logprob.map(|_| logits.clone());
+        // Log-probabilities come from the raw distribution, before penalties and filters
+        // (the sampler edits `logits` in place).
+        let raw = self
+            .req
+            .logprobs
+            .map(|n| (logits.clone(), sampler::top_logprobs(&logits, n)));
         let id = self.sampler.sample(&mut logits, &self.history);
         let now = Instant::now();
         if self.first_token.is_none() {
@@ -84,11 +85,11 @@ impl Sequence {
         }
         self.generated += 1;
         self.history.push(id);
-        let info = TokenInfo {
-            id,
-            logprob: raw.map(|l| sampler::logprob(&l, id)),
-            top,
+        let (logprob, top) = match raw {
+            Some((l, top)) => (Some(sampler::logprob(&l, id)), top),
+            None => (None, Vec::new()),
         };
+        let info = TokenInfo { id, logprob, top };
         let piece = self.decoder.push(tok, id);
         let step = self.stop.push(&piece);
         let stopped = step.stopped.is_some();
