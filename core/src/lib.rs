@@ -9,6 +9,7 @@ pub mod kv_cache;
 pub mod model;
 pub mod quant;
 pub mod sampler;
+pub mod scheduler;
 pub mod tokenizer;
 
 #[doc(hidden)]

@@ -1,3 +1,4 @@
 //! weft-server: the `weft` command line and (later) the HTTP server.
 
 pub mod cli;
+pub mod server;

@@ -108,6 +108,18 @@ impl Engine {
         &self.seqs
     }
 
+    /// How far back (in positions) a sequence can be truncated without losing keys that a
+    /// sliding-window layer's ring buffer has already overwritten; `usize::MAX` when no layer
+    /// has a window. Used by prefix reuse.
+    pub fn rewind_limit(&self) -> usize {
+        self.model
+            .kv_layers(self.cfg.kv.n_ctx, self.cfg.max_batch)
+            .iter()
+            .filter_map(|l| l.window.map(|w| l.capacity.saturating_sub(w + 1)))
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+
     /// Takes a free sequence slot.
     pub fn new_sequence(&mut self) -> Result<u32, EngineError> {
         Ok(self.seqs.acquire()?)

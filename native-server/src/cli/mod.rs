@@ -3,6 +3,7 @@
 mod info;
 mod run;
 mod tokenize;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,8 @@ enum Command {
     Tokenize(tokenize::TokenizeArgs),
     /// Generate text from a prompt, or chat interactively when no prompt is given.
     Run(run::RunArgs),
+    /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -36,6 +39,7 @@ pub fn main() -> ExitCode {
         Command::Info(a) => info::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,21 @@
+//! Continuous batching: many requests share each engine step.
+//!
+//! A [`Scheduler`] owns the [`Engine`](crate::engine::Engine). Requests arrive through a
+//! cloneable [`Handle`]; each one takes a sequence slot, and every step packs one decode row
+//! per generating sequence plus prompt chunks of sequences still prefilling (so a long prompt
+//! never stalls running streams). Slots keep the tokens they hold after a request ends, and a
+//! new request takes the free slot whose cached tokens share the longest prefix with its
+//! prompt, so a follow-up turn re-evaluates only the new part ("cached tokens").
+//!
+//! Events go back through an [`EventSink`]; a sink that reports itself closed (the client went
+//! away) cancels its sequence at the next step.
+
+mod request;
+mod run;
+mod sequence;
+mod slots;
+mod stats;
+
+pub use request::{Event, EventSink, Finish, Request, Summary, TokenInfo};
+pub use run::{Handle, Scheduler, SchedulerConfig, SubmitError};
+pub use stats::{Histogram, Stats, StatsSnapshot};

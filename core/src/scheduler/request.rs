@@ -1,0 +1,101 @@
+//! What a client submits and what it gets back.
+
+use crate::sampler::SamplerConfig;
+
+/// One generation request: prompt ids, sampling, limits and where events go.
+pub struct Request {
+    /// Prompt token ids (already templated and tokenized); must not be empty.
+    pub prompt: Vec<u32>,
+    pub sampling: SamplerConfig,
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Stop strings: generation ends at the first one, which is not part of the output.
+    pub stop: Vec<String>,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// `Some(n)`: report each generated token's log-probability and the `n` best alternatives
+    /// (of the raw model distribution, as OpenAI does).
+    pub logprobs: Option<usize>,
+    /// Where events go.
+    pub sink: Box<dyn EventSink>,
+}
+
+/// Receives a request's events, in order. Called from the scheduler thread: must not block.
+pub trait EventSink: Send {
+    /// Delivers an event; false means the receiver is gone (the request is cancelled).
+    fn send(&mut self, event: Event) -> bool;
+    /// Whether the receiver is gone, checked every step even when no event is due.
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+/// A request's progress.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The request got a slot: its prompt length and how much of it came from the cache.
+    Started {
+        prompt_tokens: usize,
+        cached_tokens: usize,
+    },
+    /// Newly generated tokens and the text now safe to show (text can lag behind tokens while
+    /// a stop string or a UTF-8 character is incomplete; the last `Delta` flushes it).
+    Delta {
+        text: String,
+        tokens: Vec<TokenInfo>,
+    },
+    /// The request ended normally or was cancelled. Always the last event.
+    Done(Summary),
+    /// The request failed (engine error, shutdown). Always the last event.
+    Failed(String),
+}
+
+/// One generated token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenInfo {
+    pub id: u32,
+    /// ln p of this token under the model's raw distribution (when logprobs were asked).
+    pub logprob: Option<f32>,
+    /// The best alternatives as (id, ln p), most likely first (when logprobs were asked).
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Why a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// End-of-generation token or stop string.
+    Stop,
+    /// `max_tokens` reached or the context is full.
+    Length,
+    /// The client went away or the server is shutting down.
+    Cancelled,
+}
+
+impl Finish {
+    /// The OpenAI / Ollama name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Figures of a finished request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub finish: Finish,
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the cache (not evaluated again).
+    pub cached_tokens: usize,
+    pub completion_tokens: usize,
+    /// Seconds waiting for a slot.
+    pub queue_secs: f64,
+    /// Seconds from getting a slot to the first generated token (prompt evaluation).
+    pub prompt_secs: f64,
+    /// Seconds from the first generated token to the end.
+    pub gen_secs: f64,
+    /// The seed the sampler used (drawn when the request gave none).
+    pub seed: u64,
+}

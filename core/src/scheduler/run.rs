@@ -1,0 +1,414 @@
+//! The scheduling loop and the handle clients submit through.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::request::{Event, Finish, Request};
+use super::sequence::{Outcome, Sequence};
+use super::slots::{self, Slot};
+use super::stats::Stats;
+use crate::engine::{Engine, EngineError, Row};
+use crate::sampler::Sampler;
+use crate::tokenizer::Tokenizer;
+
+/// Scheduler settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Requests allowed to wait for a slot; more are refused ([`SubmitError::QueueFull`]).
+    pub queue: usize,
+    /// Most rows per step (decode rows plus prompt chunks); capped by the engine's batch size.
+    pub step_tokens: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            queue: 64,
+            step_tokens: 256,
+        }
+    }
+}
+
+/// Why a request was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    #[error("the queue is full ({0} requests waiting); retry later")]
+    QueueFull(usize),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+enum Msg {
+    Submit(Request, Instant),
+    Shutdown,
+}
+
+/// A cloneable way in to a running [`Scheduler`].
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Msg>,
+    stats: Arc<Stats>,
+    queue: usize,
+    closing: Arc<AtomicBool>,
+}
+
+impl Handle {
+    /// Queues a request; its events go to its sink. Refused when the queue is full.
+    pub fn submit(&self, req: Request) -> Result<(), SubmitError> {
+        if self.closing.load(Relaxed) {
+            return Err(SubmitError::ShuttingDown);
+        }
+        let before = self.stats.waiting.fetch_add(1, Relaxed) as usize;
+        if before >= self.queue {
+            self.stats.waiting.fetch_sub(1, Relaxed);
+            self.stats.requests_rejected.fetch_add(1, Relaxed);
+            return Err(SubmitError::QueueFull(before));
+        }
+        self.tx.send(Msg::Submit(req, Instant::now())).map_err(|_| {
+            self.stats.waiting.fetch_sub(1, Relaxed);
+            SubmitError::ShuttingDown
+        })
+    }
+
+    /// Stops taking requests: waiting ones fail, running ones finish, then the loop returns.
+    pub fn shutdown(&self) {
+        self.closing.store(true, Relaxed);
+        let _ = self.tx.send(Msg::Shutdown);
+    }
+
+    /// Whether [`shutdown`](Self::shutdown) was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(Relaxed)
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+}
+
+/// Owns the engine and runs the batching loop ([`Scheduler::run`]).
+pub struct Scheduler {
+    engine: Engine,
+    tokenizer: Arc<Tokenizer>,
+    cfg: SchedulerConfig,
+    rx: mpsc::Receiver<Msg>,
+    stats: Arc<Stats>,
+    slots: Vec<Slot>,
+    rewind_limit: usize,
+    waiting: VecDeque<(Request, Instant)>,
+    active: Vec<Sequence>,
+    closing: bool,
+    clock: u64,
+}
+
+impl Scheduler {
+    /// Takes every sequence slot of `engine` (one per concurrent request).
+    pub fn new(
+        mut engine: Engine,
+        tokenizer: Arc<Tokenizer>,
+        cfg: SchedulerConfig,
+    ) -> Result<(Scheduler, Handle), EngineError> {
+        let n_seq = engine.config().kv.n_seq;
+        for _ in 0..n_seq {
+            engine.new_sequence()?;
+        }
+        let stats = Arc::new(Stats::default());
+        stats
+            .kv_capacity
+            .store((n_seq * engine.config().kv.n_ctx) as u64, Relaxed);
+        let (tx, rx) = mpsc::channel();
+        let handle = Handle {
+            tx,
+            stats: stats.clone(),
+            queue: cfg.queue,
+            closing: Arc::new(AtomicBool::new(false)),
+        };
+        let cfg = SchedulerConfig {
+            step_tokens: cfg.step_tokens.clamp(1, engine.config().max_batch),
+            ..cfg
+        };
+        let rewind_limit = engine.rewind_limit();
+        Ok((
+            Scheduler {
+                engine,
+                tokenizer,
+                cfg,
+                rx,
+                stats,
+                slots: vec![Slot::default(); n_seq],
+                rewind_limit,
+                waiting: VecDeque::new(),
+                active: Vec::new(),
+                closing: false,
+                clock: 0,
+            },
+            handle,
+        ))
+    }
+
+    /// Runs until [`Handle::shutdown`] (or every handle is dropped) and the running requests
+    /// have finished.
+    pub fn run(mut self) {
+        loop {
+            if self.active.is_empty() && self.waiting.is_empty() {
+                if self.closing {
+                    return;
+                }
+                match self.rx.recv() {
+                    Ok(m) => self.take(m),
+                    Err(_) => return,
+                }
+            }
+            while let Ok(m) = self.rx.try_recv() {
+                self.take(m);
+            }
+            if self.closing {
+                for (mut r, _) in self.waiting.drain(..) {
+                    self.stats.waiting.fetch_sub(1, Relaxed);
+                    self.stats.requests_failed.fetch_add(1, Relaxed);
+                    r.sink
+                        .send(Event::Failed("the server is shutting down".into()));
+                }
+            }
+            self.admit();
+            self.drop_cancelled();
+            if !self.active.is_empty() {
+                self.step();
+            }
+            self.stats.running.store(self.active.len() as u64, Relaxed);
+            let used: usize = self.slots.iter().map(|s| s.cached.len()).sum();
+            self.stats.kv_used.store(used as u64, Relaxed);
+        }
+    }
+
+    fn take(&mut self, m: Msg) {
+        match m {
+            Msg::Submit(r, t) => self.waiting.push_back((r, t)),
+            Msg::Shutdown => self.closing = true,
+        }
+    }
+
+    /// Gives free slots to waiting requests, in arrival order.
+    fn admit(&mut self) {
+        while let Some((req, _)) = self.waiting.front() {
+            let Some((slot, reuse)) = slots::choose(&self.slots, &req.prompt, self.rewind_limit)
+            else {
+                return;
+            };
+            let Some((mut req, submitted)) = self.waiting.pop_front() else {
+                return;
+            };
+            self.stats.waiting.fetch_sub(1, Relaxed);
+            if let Err(msg) = self.check(&req) {
+                self.stats.requests_failed.fetch_add(1, Relaxed);
+                req.sink.send(Event::Failed(msg));
+                continue;
+            }
+            let sampler = match Sampler::new(req.sampling.clone()) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.stats.requests_failed.fetch_add(1, Relaxed);
+                    req.sink.send(Event::Failed(e.to_string()));
+                    continue;
+                }
+            };
+            if let Err(e) = self.engine.truncate(slot as u32, reuse) {
+                self.stats.requests_failed.fetch_add(1, Relaxed);
+                req.sink.send(Event::Failed(e.to_string()));
+                continue;
+            }
+            let s = &mut self.slots[slot];
+            s.cached.truncate(reuse);
+            s.busy = true;
+            let st = &self.stats;
+            st.requests_started.fetch_add(1, Relaxed);
+            st.cached_prompt_tokens.fetch_add(reuse as u64, Relaxed);
+            if reuse > 0 {
+                st.prefix_cache_hits.fetch_add(1, Relaxed);
+            }
+            let started = Event::Started {
+                prompt_tokens: req.prompt.len(),
+                cached_tokens: reuse,
+            };
+            let mut seq = Sequence::new(req, sampler, slot, reuse, submitted);
+            if seq.req.sink.send(started) {
+                self.active.push(seq);
+            } else {
+                seq.finish(Finish::Cancelled);
+                self.release(slot, Finish::Cancelled);
+            }
+        }
+    }
+
+    /// Reasons a request cannot run at all.
+    fn check(&self, req: &Request) -> Result<(), String> {
+        let n_ctx = self.engine.config().kv.n_ctx;
+        let n_vocab = self.engine.model_info().n_vocab;
+        if req.prompt.is_empty() {
+            return Err("the prompt is empty".into());
+        }
+        if req.prompt.len() >= n_ctx {
+            return Err(format!(
+                "the prompt has {} tokens but the context holds {n_ctx}",
+                req.prompt.len()
+            ));
+        }
+        if let Some(&bad) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(format!(
+                "token id {bad} is outside the vocabulary of {n_vocab}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn drop_cancelled(&mut self) {
+        let mut i = 0;
+        while i < self.active.len() {
+            if self.active[i].req.sink.is_closed() {
+                let s = self.active.swap_remove(i);
+                let slot = s.slot;
+                s.finish(Finish::Cancelled);
+                self.release(slot, Finish::Cancelled);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn release(&mut self, slot: usize, finish: Finish) {
+        self.clock += 1;
+        let s = &mut self.slots[slot];
+        s.busy = false;
+        s.last_used = self.clock;
+        let counter = match finish {
+            Finish::Cancelled => &self.stats.requests_cancelled,
+            _ => &self.stats.requests_finished,
+        };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    /// One engine step over every active sequence.
+    fn step(&mut self) {
+        let mut budget = self.cfg.step_tokens;
+        let mut rows: Vec<Row> = Vec::new();
+        // (active index, rows fed) per sequence in this step, and which ones want logits.
+        let mut fed: Vec<(usize, usize)> = Vec::new();
+        let mut wants: Vec<usize> = Vec::new();
+        for (i, s) in self.active.iter().enumerate() {
+            if let Some(t) = s.pending {
+                if budget == 0 {
+                    break;
+                }
+                rows.push(Row {
+                    seq: s.slot as u32,
+                    token: t,
+                    logits: true,
+                });
+                fed.push((i, 1));
+                wants.push(i);
+                budget -= 1;
+            }
+        }
+        for (i, s) in self.active.iter().enumerate() {
+            if budget == 0 {
+                break;
+            }
+            if !s.prefilling() {
+                continue;
+            }
+            let prompt = &s.req.prompt;
+            let n = (prompt.len() - s.prefill_pos).min(budget);
+            let last = s.prefill_pos + n == prompt.len();
+            for (k, &t) in prompt[s.prefill_pos..s.prefill_pos + n].iter().enumerate() {
+                rows.push(Row {
+                    seq: s.slot as u32,
+                    token: t,
+                    logits: last && k + 1 == n,
+                });
+            }
+            fed.push((i, n));
+            if last {
+                wants.push(i);
+            }
+            budget -= n;
+        }
+        if rows.is_empty() {
+            return;
+        }
+        self.stats.steps.fetch_add(1, Relaxed);
+        let out = match self.engine.step(&rows) {
+            Ok(o) => o,
+            Err(e) => return self.fail_step(&fed, e),
+        };
+        for &(i, n) in &fed {
+            let s = &mut self.active[i];
+            let slot = &mut self.slots[s.slot];
+            if let Some(t) = s.pending.take() {
+                slot.cached.push(t);
+            } else {
+                let p = &s.req.prompt[s.prefill_pos..s.prefill_pos + n];
+                slot.cached.extend_from_slice(p);
+                s.prefill_pos += n;
+                self.stats.prompt_tokens.fetch_add(n as u64, Relaxed);
+            }
+        }
+        // Logit rows come back in row order: decode rows first, then the prefill ends.
+        let mut wants_sorted = wants.clone();
+        wants_sorted.sort_by_key(|&i| rows_order(&fed, i));
+        let n_ctx = self.engine.config().kv.n_ctx;
+        let mut done: Vec<(usize, Finish)> = Vec::new();
+        for (i, logits) in wants_sorted.into_iter().zip(out) {
+            let s = &mut self.active[i];
+            let room = self.slots[s.slot].cached.len() < n_ctx;
+            let prev = s.last_token;
+            let generated = s.generated;
+            let outcome = s.accept(logits, &self.tokenizer, room);
+            if let Some(t) = s.last_token {
+                match prev {
+                    None => self.stats.ttft.observe((t - s.submitted).as_secs_f64()),
+                    Some(p) => self.stats.inter_token.observe((t - p).as_secs_f64()),
+                }
+            }
+            self.stats
+                .generation_tokens
+                .fetch_add((s.generated - generated) as u64, Relaxed);
+            if let Outcome::Finished(f) = outcome {
+                done.push((i, f));
+            }
+        }
+        // Remove from the back so indices stay valid.
+        done.sort_by_key(|d| std::cmp::Reverse(d.0));
+        for (i, f) in done {
+            let s = self.active.swap_remove(i);
+            let slot = s.slot;
+            let e2e = s.submitted.elapsed().as_secs_f64();
+            let f = s.finish(f);
+            self.stats.e2e.observe(e2e);
+            self.release(slot, f);
+        }
+    }
+
+    /// An engine error fails every sequence of the step; their slots start empty next time.
+    fn fail_step(&mut self, fed: &[(usize, usize)], e: EngineError) {
+        let mut idx: Vec<usize> = fed.iter().map(|&(i, _)| i).collect();
+        idx.sort_unstable_by(|a, b| b.cmp(a));
+        for i in idx {
+            let mut s = self.active.swap_remove(i);
+            let _ = self.engine.truncate(s.slot as u32, 0);
+            self.slots[s.slot].cached.clear();
+            self.slots[s.slot].busy = false;
+            self.stats.requests_failed.fetch_add(1, Relaxed);
+            s.req
+                .sink
+                .send(Event::Failed(format!("inference failed: {e}")));
+        }
+    }
+}
+
+/// Position of sequence `i`'s rows in the step (rows are laid out in `fed` order).
+fn rows_order(fed: &[(usize, usize)], i: usize) -> usize {
+    fed.iter().position(|&(j, _)| j == i).unwrap_or(usize::MAX)
+}

@@ -1,0 +1,158 @@
+//! One error type for every surface, rendered in each API's own error shape.
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+/// A request that cannot be served, with the HTTP status it maps to.
+#[derive(Clone, Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// OpenAI `error.type` (`invalid_request_error`, `not_found_error`, ...).
+    pub kind: &'static str,
+    /// OpenAI `error.code` (a short machine-readable reason), if any.
+    pub code: Option<&'static str>,
+    pub message: String,
+    /// Seconds for a `Retry-After` header (queue full).
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        msg: impl Into<String>,
+    ) -> Self {
+        ApiError {
+            status,
+            kind,
+            code: Some(code),
+            message: msg.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 400: the request is malformed or a field is out of range.
+    pub fn invalid(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_request",
+            msg,
+        )
+    }
+
+    /// 400 with a specific code (e.g. `context_length_exceeded`).
+    pub fn invalid_code(code: &'static str, msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", code, msg)
+    }
+
+    /// 404: an unknown model.
+    pub fn unknown_model(name: &str, served: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!("model {name:?} not found; this server serves {served:?}"),
+        )
+    }
+
+    /// 404: any other missing thing.
+    pub fn not_found(msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found_error", "not_found", msg)
+    }
+
+    /// 429: the queue is full.
+    pub fn busy(msg: impl Into<String>) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "queue_full",
+            msg,
+        );
+        e.retry_after = Some(1);
+        e
+    }
+
+    /// 501: an OpenAI route this server does not implement.
+    pub fn not_implemented(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented_error",
+            "not_implemented",
+            msg,
+        )
+    }
+
+    /// 503: the model is not loaded yet, or the server is shutting down.
+    pub fn unavailable(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "unavailable",
+            msg,
+        )
+    }
+
+    /// 500: an inference failure (never caused by client input).
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "internal_error",
+            msg,
+        )
+    }
+
+    fn with_headers(&self, mut r: Response) -> Response {
+        if let Some(s) = self.retry_after {
+            r.headers_mut().insert("retry-after", HeaderValue::from(s));
+        }
+        r
+    }
+
+    /// `{"error": {"message", "type", "code"}}` (OpenAI).
+    pub fn openai(self) -> Response {
+        let body = json!({"error": {
+            "message": self.message, "type": self.kind, "param": null, "code": self.code}});
+        self.with_headers((self.status, Json(body)).into_response())
+    }
+
+    /// `{"error": "..."}` (Ollama and the other `/api` routes).
+    pub fn plain(self) -> Response {
+        let body = json!({"error": self.message});
+        self.with_headers((self.status, Json(body)).into_response())
+    }
+}
+
+/// An error on a `/v1` route.
+pub struct OpenAiError(pub ApiError);
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        self.0.openai()
+    }
+}
+
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        OpenAiError(e)
+    }
+}
+
+/// An error on an `/api` route.
+pub struct PlainError(pub ApiError);
+
+impl IntoResponse for PlainError {
+    fn into_response(self) -> Response {
+        self.0.plain()
+    }
+}
+
+impl From<ApiError> for PlainError {
+    fn from(e: ApiError) -> Self {
+        PlainError(e)
+    }
+}

@@ -1,0 +1,172 @@
+//! The internal request every surface translates into, and the event stream it gets back.
+//!
+//! Adapters build a [`GenRequest`] (prompt ids, sampling, limits) with the helpers here, call
+//! [`start`], and translate the `(choice index, Event)` stream into their wire format.
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use weft_core::chat::Message;
+use weft_core::sampler::SamplerConfig;
+use weft_core::scheduler::{Event, EventSink, Request, SubmitError, Summary, TokenInfo};
+
+use super::error::ApiError;
+use super::state::{AppState, Loaded};
+
+/// One generation request, whatever API it came from.
+#[derive(Clone, Debug)]
+pub struct GenRequest {
+    pub prompt: Vec<u32>,
+    pub sampling: SamplerConfig,
+    pub max_tokens: usize,
+    pub stop: Vec<String>,
+    /// `Some(n)`: per-token log-probabilities with `n` alternatives.
+    pub logprobs: Option<usize>,
+    /// Independent completions of the same prompt (OpenAI `n`).
+    pub n: usize,
+    /// Keep generating past end-of-generation tokens (vLLM's `ignore_eos`).
+    pub ignore_eos: bool,
+}
+
+/// Events of all choices of a request, tagged with the choice index.
+pub type EventStream = UnboundedReceiver<(usize, Event)>;
+
+struct ChannelSink {
+    tx: UnboundedSender<(usize, Event)>,
+    index: usize,
+}
+
+impl EventSink for ChannelSink {
+    fn send(&mut self, event: Event) -> bool {
+        self.tx.send((self.index, event)).is_ok()
+    }
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// Submits the request (`n` sequences). Dropping the stream cancels them.
+pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
+    let (tx, rx) = unbounded_channel();
+    for index in 0..req.n.max(1) {
+        let mut sampling = req.sampling.clone();
+        if let Some(s) = sampling.seed.as_mut() {
+            *s = s.wrapping_add(index as u64);
+        }
+        let r = Request {
+            prompt: req.prompt.clone(),
+            sampling,
+            max_tokens: req.max_tokens,
+            stop: req.stop.clone(),
+            ignore_eos: req.ignore_eos,
+            logprobs: req.logprobs,
+            sink: Box::new(ChannelSink {
+                tx: tx.clone(),
+                index,
+            }),
+        };
+        model.handle.submit(r).map_err(|e| match e {
+            SubmitError::QueueFull(_) => ApiError::busy(e.to_string()),
+            SubmitError::ShuttingDown => ApiError::unavailable(e.to_string()),
+        })?;
+    }
+    Ok(rx)
+}
+
+/// Renders a conversation with the model's chat template and tokenizes it.
+pub fn chat_prompt(model: &Loaded, messages: &[Message]) -> Result<Vec<u32>, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages must not be empty"));
+    }
+    let template = model.template.as_ref().ok_or_else(|| {
+        ApiError::invalid("this model has no chat template; use the completions endpoint")
+    })?;
+    let text = template
+        .render(messages, None, true, None)
+        .map_err(|e| ApiError::invalid(e.to_string()))?;
+    Ok(text_prompt(model, &text, template.bos_token()))
+}
+
+/// Tokenizes prompt text, adding BOS unless the text already starts with it.
+pub fn text_prompt(model: &Loaded, text: &str, bos_text: &str) -> Vec<u32> {
+    let has_bos = !bos_text.is_empty() && text.starts_with(bos_text);
+    model.tokenizer.encode(text, !has_bos, true)
+}
+
+/// Tokens to generate: the request's value (or the server default), capped by `--max-tokens`
+/// and by the room the context leaves; a prompt that does not fit is a 400.
+pub fn max_tokens(
+    state: &AppState,
+    prompt_len: usize,
+    requested: Option<i64>,
+) -> Result<usize, ApiError> {
+    let n_ctx = state.cfg.n_ctx;
+    if prompt_len == 0 {
+        return Err(ApiError::invalid("the prompt is empty"));
+    }
+    if prompt_len >= n_ctx {
+        return Err(ApiError::invalid_code(
+            "context_length_exceeded",
+            format!("the prompt has {prompt_len} tokens but the context holds {n_ctx} (start the server with a larger --ctx or shorten the prompt)"),
+        ));
+    }
+    let want = match requested {
+        Some(n) if n < 0 => {
+            return Err(ApiError::invalid(format!(
+                "max_tokens must be >= 0, got {n}"
+            )))
+        }
+        Some(n) => (n as u64).min(state.cfg.max_tokens as u64) as usize,
+        None => state.cfg.max_tokens,
+    };
+    Ok(want.min(n_ctx - prompt_len))
+}
+
+/// What one choice produced, for non-streaming responses.
+#[derive(Clone, Debug, Default)]
+pub struct Collected {
+    pub text: String,
+    pub tokens: Vec<TokenInfo>,
+    pub summary: Option<Summary>,
+}
+
+/// Waits for every choice to finish.
+pub async fn collect(mut rx: EventStream, n: usize) -> Result<Vec<Collected>, ApiError> {
+    let mut out = vec![Collected::default(); n.max(1)];
+    let mut finished = 0;
+    while let Some((i, ev)) = rx.recv().await {
+        let c = &mut out[i];
+        match ev {
+            Event::Started { .. } => {}
+            Event::Delta { text, tokens } => {
+                c.text.push_str(&text);
+                c.tokens.extend(tokens);
+            }
+            Event::Done(s) => {
+                c.summary = Some(s);
+                finished += 1;
+                if finished == out.len() {
+                    break;
+                }
+            }
+            Event::Failed(e) => return Err(failure(e)),
+        }
+    }
+    if finished < out.len() {
+        return Err(ApiError::unavailable("the scheduler stopped"));
+    }
+    Ok(out)
+}
+
+/// Maps a scheduler failure message to an error.
+pub fn failure(msg: String) -> ApiError {
+    if msg.contains("shutting down") {
+        ApiError::unavailable(msg)
+    } else {
+        ApiError::internal(msg)
+    }
+}
+
+/// Text of one token, for logprobs (lossy for partial UTF-8 pieces, as OpenAI does).
+pub fn token_text(model: &Loaded, id: u32) -> (String, Vec<u8>) {
+    let b = model.tokenizer.token_bytes(id, true);
+    (String::from_utf8_lossy(&b).into_owned(), b)
+}

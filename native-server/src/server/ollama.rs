@@ -1,0 +1,376 @@
+//! The Ollama surface (`/api`): generate, chat (NDJSON streaming by default), tags, show, ps,
+//! version. `/api/chat/ollama` is an alias of the Ollama chat; `/api/chat` itself is shared
+//! with the chat-UI protocol (see `ui.rs` for the rule that tells them apart).
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use weft_core::chat::Message;
+use weft_core::scheduler::{Event, Summary};
+
+use super::body::{frames, ndjson, parse, OneOrMany};
+use super::error::{ApiError, PlainError};
+use super::generate::{self, collect, GenRequest};
+use super::openai::Options;
+use super::sampling::resolve;
+use super::state::{AppState, Loaded, Shared};
+
+type Res = Result<Response, PlainError>;
+
+/// Routes under `/api` that speak Ollama (`/api/chat` is routed by `ui.rs`).
+pub fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/api/generate", post(generate_route))
+        .route("/api/chat/ollama", post(chat_route))
+        .route("/api/tags", get(tags))
+        .route("/api/show", post(show))
+        .route("/api/ps", get(ps))
+        .route("/api/version", get(version))
+}
+
+/// RFC 3339 UTC time of now.
+fn now_rfc3339() -> String {
+    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", AppState::now_unix() as i64).unwrap_or_default()
+}
+
+#[derive(Debug, Deserialize)]
+struct OllamaMessage {
+    role: String,
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    images: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatBody {
+    model: Option<String>,
+    messages: Option<Vec<OllamaMessage>>,
+    stream: Option<bool>,
+    options: Option<Options>,
+    format: Option<Value>,
+    tools: Option<Vec<Value>>,
+    #[allow(dead_code)]
+    keep_alive: Option<Value>,
+    #[allow(dead_code)]
+    think: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GenerateBody {
+    model: Option<String>,
+    prompt: Option<String>,
+    system: Option<String>,
+    suffix: Option<String>,
+    #[serde(default)]
+    raw: bool,
+    stream: Option<bool>,
+    options: Option<Options>,
+    format: Option<Value>,
+    images: Option<Vec<Value>>,
+    #[allow(dead_code)]
+    keep_alive: Option<Value>,
+}
+
+fn check_model(st: &AppState, model: &Option<String>) -> Result<(), ApiError> {
+    match model {
+        Some(m) => st.check_model(m),
+        None => Err(ApiError::invalid("model is required")),
+    }
+}
+
+fn check_format(format: &Option<Value>) -> Result<(), ApiError> {
+    match format {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(s)) if s.is_empty() => Ok(()),
+        Some(_) => Err(ApiError::invalid(
+            "format (structured output) is not supported yet",
+        )),
+    }
+}
+
+fn request(st: &AppState, prompt: Vec<u32>, opts: Option<Options>) -> Result<GenRequest, ApiError> {
+    let opts = opts.unwrap_or_default();
+    if let Some(c) = opts.num_ctx {
+        if c <= 0 {
+            return Err(ApiError::invalid(format!(
+                "num_ctx must be positive, got {c}"
+            )));
+        }
+        // The context is fixed at startup (--ctx); a different per-request value is ignored.
+    }
+    let sampling = resolve(
+        &opts.sampling(),
+        &st.cfg.sampling,
+        st.cfg.precedence,
+        Default::default(),
+    )?;
+    // Ollama: num_predict -1 (or -2) means "until the context fills".
+    let requested = match opts.num_predict {
+        Some(n) if n < 0 => None,
+        n => n,
+    };
+    let max_tokens = generate::max_tokens(st, prompt.len(), requested)?;
+    Ok(GenRequest {
+        prompt,
+        sampling,
+        max_tokens,
+        stop: opts.stop.map(OneOrMany::into_vec).unwrap_or_default(),
+        logprobs: None,
+        n: 1,
+        ignore_eos: false,
+    })
+}
+
+/// Final-frame fields: durations in nanoseconds, counts, cache hits.
+fn final_fields(s: &Summary) -> Value {
+    let ns = |secs: f64| (secs * 1e9) as u64;
+    let ratio = if s.prompt_tokens > 0 {
+        s.cached_tokens as f64 / s.prompt_tokens as f64
+    } else {
+        0.0
+    };
+    json!({"done": true, "done_reason": super::openai::finish_reason(s),
+           "total_duration": ns(s.queue_secs + s.prompt_secs + s.gen_secs), "load_duration": 0,
+           "prompt_eval_count": s.prompt_tokens, "prompt_eval_duration": ns(s.prompt_secs),
+           "eval_count": s.completion_tokens, "eval_duration": ns(s.gen_secs),
+           "prompt_cache_hit_tokens": s.cached_tokens, "prompt_cache_hit_ratio": ratio})
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Some(a), Value::Object(b)) = (a.as_object_mut(), b) {
+        a.extend(b);
+    }
+    a
+}
+
+/// Streams or collects one generation; `wrap(text)` makes the per-chunk payload
+/// (`{"response": ..}` or `{"message": ..}`).
+async fn respond(
+    st: &Shared,
+    m: &Loaded,
+    req: GenRequest,
+    stream: bool,
+    wrap: fn(&str) -> Value,
+) -> Res {
+    let rx = generate::start(m, req)?;
+    let name = st.cfg.model_name.clone();
+    if !stream {
+        let out = collect(rx, 1).await?;
+        let c = &out[0];
+        let s = c
+            .summary
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("no summary"))?;
+        let head = json!({"model": name, "created_at": now_rfc3339()});
+        return Ok(Json(merge(merge(head, wrap(&c.text)), final_fields(s))).into_response());
+    }
+    let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
+        let head = json!({"model": name, "created_at": now_rfc3339()});
+        match ev {
+            None => (vec![], true),
+            Some((_, Event::Started { .. })) => (vec![], false),
+            Some((_, Event::Delta { text, .. })) if text.is_empty() => (vec![], false),
+            Some((_, Event::Delta { text, .. })) => {
+                let mut v = merge(head, wrap(&text));
+                v["done"] = json!(false);
+                (vec![v.to_string()], false)
+            }
+            Some((_, Event::Done(s))) => (
+                vec![merge(merge(head, wrap("")), final_fields(&s)).to_string()],
+                true,
+            ),
+            Some((_, Event::Failed(e))) => (
+                vec![json!({"error": generate::failure(e).message}).to_string()],
+                true,
+            ),
+        }
+    };
+    Ok(ndjson(frames(rx, f)))
+}
+
+fn chat_wrap(text: &str) -> Value {
+    json!({"message": {"role": "assistant", "content": text}})
+}
+
+fn generate_wrap(text: &str) -> Value {
+    json!({"response": text})
+}
+
+/// `POST /api/chat/ollama` (and `/api/chat` with an Ollama-shaped body).
+pub async fn chat_route(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
+    let b: Value = parse(body)?;
+    chat_value(st, b).await
+}
+
+/// The Ollama chat, from an already-parsed body.
+pub async fn chat_value(st: Shared, b: Value) -> Res {
+    let b: ChatBody = serde_json::from_value(b)
+        .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
+    check_model(&st, &b.model)?;
+    check_format(&b.format)?;
+    let m = st.model()?;
+    if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::invalid("tools are not supported by this server yet").into());
+    }
+    let msgs = b
+        .messages
+        .ok_or_else(|| ApiError::invalid("messages is required"))?;
+    if msgs
+        .iter()
+        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+    {
+        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
+    }
+    let messages: Vec<Message> = msgs
+        .into_iter()
+        .map(|m| Message::new(m.role, m.content))
+        .collect();
+    let prompt = generate::chat_prompt(m, &messages)?;
+    let req = request(&st, prompt, b.options)?;
+    respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap).await
+}
+
+async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
+    let b: GenerateBody = parse(body)?;
+    check_model(&st, &b.model)?;
+    check_format(&b.format)?;
+    let m = st.model()?;
+    if b.images.as_ref().is_some_and(|i| !i.is_empty()) {
+        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
+    }
+    if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::invalid(
+            "suffix (fill-in-the-middle) is not supported by this server",
+        )
+        .into());
+    }
+    let text = b.prompt.unwrap_or_default();
+    if text.is_empty() {
+        // Ollama answers an empty prompt by (re)loading the model.
+        return Ok(Json(
+            json!({"model": st.cfg.model_name, "created_at": now_rfc3339(),
+                              "response": "", "done": true, "done_reason": "load"}),
+        )
+        .into_response());
+    }
+    let prompt = if b.raw || m.template.is_none() {
+        generate::text_prompt(m, &text, "")
+    } else {
+        let mut messages = Vec::new();
+        if let Some(s) = b.system {
+            messages.push(Message::system(s));
+        }
+        messages.push(Message::user(text));
+        generate::chat_prompt(m, &messages)?
+    };
+    let req = request(&st, prompt, b.options)?;
+    respond(&st, m, req, b.stream.unwrap_or(true), generate_wrap).await
+}
+
+fn details(st: &AppState) -> Value {
+    let (family, quant, params) = match st.loaded.get() {
+        Some(l) => (
+            l.info.architecture.clone(),
+            l.quantization.clone(),
+            human_params(l.n_params),
+        ),
+        None => (String::new(), String::new(), String::new()),
+    };
+    json!({"parent_model": "", "format": "gguf", "family": family, "families": [family],
+           "parameter_size": params, "quantization_level": quant})
+}
+
+fn human_params(n: u64) -> String {
+    if n >= 1_000_000_000 {
+        format!("{:.1}B", n as f64 / 1e9)
+    } else {
+        format!("{}M", (n as f64 / 1e6).round())
+    }
+}
+
+/// A stable identifier of the served file (size, time and path; not a content hash).
+fn digest(st: &AppState) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    st.cfg.model_path.hash(&mut h);
+    st.modified.hash(&mut h);
+    let size = st.loaded.get().map(|l| l.file_size).unwrap_or(0);
+    size.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+fn modified_at(st: &AppState) -> String {
+    let secs = st
+        .modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", secs as i64).unwrap_or_default()
+}
+
+fn entry(st: &AppState) -> Value {
+    let name = format!("{}:latest", st.cfg.model_name);
+    json!({"name": name, "model": name, "modified_at": modified_at(st),
+           "size": st.loaded.get().map(|l| l.file_size).unwrap_or(0),
+           "digest": digest(st), "details": details(st)})
+}
+
+async fn tags(State(st): State<Shared>) -> Response {
+    Json(json!({"models": [entry(&st)]})).into_response()
+}
+
+async fn ps(State(st): State<Shared>) -> Response {
+    let mut e = entry(&st);
+    if st.loaded.get().is_none() {
+        return Json(json!({"models": []})).into_response();
+    }
+    e["expires_at"] = json!("9999-12-31T23:59:59Z");
+    e["size_vram"] = json!(0);
+    e["context_length"] = json!(st.cfg.n_ctx);
+    Json(json!({"models": [e]})).into_response()
+}
+
+async fn version() -> Response {
+    Json(json!({"version": env!("CARGO_PKG_VERSION")})).into_response()
+}
+
+#[derive(Deserialize)]
+struct ShowBody {
+    #[serde(alias = "name")]
+    model: Option<String>,
+}
+
+async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
+    let b: ShowBody = parse(body)?;
+    check_model(&st, &b.model)?;
+    let m = st.model()?;
+    let arch = &m.info.architecture;
+    let template = m
+        .template
+        .as_ref()
+        .map(|t| t.source().to_string())
+        .unwrap_or_default();
+    let mut info = serde_json::Map::new();
+    info.insert("general.architecture".into(), json!(arch));
+    info.insert("general.parameter_count".into(), json!(m.n_params));
+    info.insert(format!("{arch}.context_length"), json!(m.info.n_ctx_train));
+    info.insert(format!("{arch}.embedding_length"), json!(m.info.n_embd));
+    info.insert(format!("{arch}.block_count"), json!(m.info.n_layer));
+    info.insert(format!("{arch}.vocab_size"), json!(m.info.n_vocab));
+    Ok(Json(json!({
+        "modelfile": format!("FROM {}\n", st.cfg.model_path.display()),
+        "parameters": format!("num_ctx {}", st.cfg.n_ctx),
+        "template": template,
+        "details": details(&st),
+        "model_info": info,
+        "capabilities": ["completion"],
+        "modified_at": modified_at(&st),
+    }))
+    .into_response())
+}
