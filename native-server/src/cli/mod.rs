@@ -2,8 +2,8 @@
 
 mod info;
 mod run;
-mod tokenize;
 mod serve;
+mod tokenize;
 
 use std::process::ExitCode;
 
