@@ -1,5 +1,6 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
+mod bench;
 mod info;
 mod run;
 mod serve;
@@ -28,6 +29,8 @@ enum Command {
     Tokenize(tokenize::TokenizeArgs),
     /// Generate text from a prompt, or chat interactively when no prompt is given.
     Run(run::RunArgs),
+    /// Measure prompt-processing and generation speed (like llama-bench).
+    Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(serve::ServeArgs),
 }
@@ -40,6 +43,7 @@ pub fn main() -> ExitCode {
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
