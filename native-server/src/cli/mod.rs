@@ -1,5 +1,6 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
+mod devices;
 mod info;
 
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
     Info(info::InfoArgs),
+    /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
+    Devices(devices::DevicesArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -28,6 +31,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Devices(a) => devices::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

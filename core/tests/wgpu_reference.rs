@@ -1,0 +1,93 @@
+//! End to end on the wgpu backend: the three reference models give llama.cpp's greedy tokens,
+//! by the rule of `reference_forward.rs` (compare up to the first step whose reference margin
+//! is below 0.3; same top-5 set; logits within 1.0). Software Vulkan is slow, so each model
+//! runs at most 16 decode steps.
+
+mod wgpu_support;
+
+use std::sync::Arc;
+
+use weft_core::backend::wgpu::WgpuOptions;
+use weft_core::backend::KvDtype;
+use weft_core::engine::{Engine, EngineConfig};
+use weft_core::gguf::ModelFile;
+use weft_core::kv_cache::KvCacheConfig;
+use weft_core::test_support::{model_path, reference};
+
+const MIN_MARGIN: f64 = 0.3;
+const LOGIT_TOLERANCE: f64 = 1.0;
+const MAX_STEPS: usize = 16;
+
+fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+/// Checks one step; returns false past the comparable range.
+fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits: &[f32]) -> bool {
+    if step["margin"].as_f64().unwrap() < MIN_MARGIN {
+        return false;
+    }
+    let want = step["token"].as_u64().unwrap() as u32;
+    let top5: Vec<(u32, f64)> = step["top5"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap()))
+        .collect();
+    let mine = weft_core::backend::top_k_host(logits, 5);
+    assert_eq!(mine[0].0, want, "{key} case {case} step {i}: mine {mine:?}, reference {top5:?}");
+    let mut a: Vec<u32> = mine.iter().map(|p| p.0).collect();
+    let mut b: Vec<u32> = top5.iter().map(|p| p.0).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "{key} case {case} step {i}: top-5 sets differ: mine {mine:?}, reference {top5:?}");
+    for (id, l) in &top5 {
+        let got = logits[*id as usize] as f64;
+        assert!((got - l).abs() <= LOGIT_TOLERANCE, "{key} case {case} step {i}: logit of {id} is {got}, reference {l}");
+    }
+    true
+}
+
+fn run_model(key: &str) {
+    let (Some(path), Some(reference)) = (model_path(key), reference(key)) else { return };
+    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else { return };
+    let file = Arc::new(ModelFile::open(&path).unwrap());
+    let cfg = EngineConfig {
+        kv: KvCacheConfig { n_ctx: 256, n_seq: 1, dtype: KvDtype::F16 },
+        max_batch: 64,
+    };
+    let mut engine = Engine::load(file, Box::new(backend), cfg, &mut |_, _| {}).unwrap();
+    let seq = engine.new_sequence().unwrap();
+    let mut compared = 0;
+    'cases: for (ci, case) in reference["cases"].as_array().unwrap().iter().enumerate() {
+        engine.truncate(seq, 0).unwrap();
+        let mut logits = engine.prefill(seq, &ids(&case["prompt_ids"])).unwrap();
+        for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+            if !check_step(key, ci, i, step, &logits) {
+                break;
+            }
+            compared += 1;
+            if compared >= MAX_STEPS {
+                break 'cases;
+            }
+            logits = engine.decode(seq, step["token"].as_u64().unwrap() as u32).unwrap();
+        }
+    }
+    eprintln!("{key} on wgpu: {compared} steps compared");
+    assert!(compared >= 8, "{key}: too few comparable steps ({compared})");
+}
+
+#[test]
+fn smollm2_matches_llama_cpp_on_wgpu() {
+    run_model("smollm2");
+}
+
+#[test]
+fn gemma3_matches_llama_cpp_on_wgpu() {
+    run_model("gemma3");
+}
+
+#[test]
+fn qwen2_matches_llama_cpp_on_wgpu() {
+    run_model("qwen2");
+}
