@@ -312,9 +312,12 @@ impl<'a> Recorder<'a> {
                 let w = self.weight(w)?;
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
+                // Invocations per row: enough for the row's 32-element units, at most 64.
+                let tpr = (w.cols / 32).next_power_of_two().clamp(1, 64);
+                let per_group = 64 / tpr;
                 for c in &w.chunks {
-                    let (gx, gy) = grid(c.rows);
-                    let p = [c.rows as u32, w.cols as u32, rows as u32, w.row_bytes as u32, w.rows as u32, c.row0 as u32, gx, 0];
+                    let (gx, gy) = grid(c.rows.div_ceil(per_group));
+                    let p = [c.rows as u32, w.cols as u32, rows as u32, w.row_bytes as u32, w.rows as u32, c.row0 as u32, gx, tpr as u32];
                     let bufs = vec![c.buf.clone(), x.clone(), out.clone()];
                     self.dispatch(Kernel::MatMul(w.ty), bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
                 }
