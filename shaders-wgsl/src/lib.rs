@@ -1,8 +1,8 @@
 //! WGSL kernels of the wgpu backend, one `.wgsl` file per kernel family (in `wgsl/`).
 //!
 //! Kernels that read weights (matrix product, embedding gather) are generic over the weight
-//! type: [`with_quant`] appends the dequantizers of `quant.wgsl` and a one-line `unit`
-//! function that picks the type's dequantizer, so one source file serves every type.
+//! type: [`with_quant`] appends the dequantizers of `quant.wgsl` and two one-line functions
+//! that pick the type's dequantizer, so one source file serves every type.
 
 /// Fused dequantize + matrix product (decode matrix-vector and prefill token tiles).
 pub const MATMUL: &str = include_str!("../wgsl/matmul.wgsl");
@@ -30,11 +30,13 @@ pub const QUANT_TYPES: &[&str] = &[
     "f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k",
 ];
 
-/// `kernel` (which declares `w` and calls `unit`) completed for weights of type `ty` (one of
-/// [`QUANT_TYPES`]).
+/// `kernel` (which declares `w` and calls `scales`/`quad`) completed for weights of type `ty`
+/// (one of [`QUANT_TYPES`]).
 pub fn with_quant(kernel: &str, ty: &str) -> String {
     format!(
-        "{kernel}\n{QUANT}\nfn unit(row: u32, u: u32) -> array<f32, 32> {{\n    return unit_{ty}(row, u);\n}}\n"
+        "{kernel}\n{QUANT}\n\
+         fn scales(row: u32, u: u32) -> vec2<f32> {{\n    return scales_{ty}(row, u);\n}}\n\
+         fn quad(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {{\n    return quad_{ty}(row, u, q, sc);\n}}\n"
     )
 }
 

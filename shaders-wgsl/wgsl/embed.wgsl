@@ -30,9 +30,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (id < p.row0 || id >= p.row0 + p.rows) {
         return;
     }
-    let v = unit((id - p.row0) * p.row_bytes, u);
+    let row = (id - p.row0) * p.row_bytes;
+    let sc = scales(row, u);
     let o = t * p.cols + 32u * u;
-    for (var j = 0u; j < 32u; j++) {
-        y[o + j] = v[j] * p.scale;
+    for (var q = 0u; q < 8u; q++) {
+        let v = quad(row, u, q, sc);
+        y[o + 4u * q] = v.x * p.scale;
+        y[o + 4u * q + 1u] = v.y * p.scale;
+        y[o + 4u * q + 2u] = v.z * p.scale;
+        y[o + 4u * q + 3u] = v.w * p.scale;
     }
 }

@@ -2,10 +2,10 @@
 //
 // A workgroup of 64 invocations handles 64 / tpr weight rows (tpr = invocations per row, a
 // power of two chosen by the host so that short rows do not leave invocations idle) and a tile
-// of up to TOK tokens. Each invocation dequantizes 32-element units of its row once (into
-// registers) and dots them with every token of the tile, so in a prefill chunk a weight byte
-// is read once per TOK tokens; for decode (one token) this is the matrix-vector product.
-// Weights stay quantized in GPU memory. Partial sums are reduced in workgroup memory.
+// of up to TOK tokens; each invocation walks 32-element units of its row, dequantizing four
+// values per quant word (see quant.wgsl) straight into the dot product. Within a tile the
+// weight rows stay in cache across tokens; for decode (one token) this is the matrix-vector
+// product. Weights stay quantized in GPU memory. Partial sums are reduced in workgroup memory.
 // Weight rows are bound in chunks (tensors larger than one binding are split by rows); `row0`
 // places a chunk's rows in the output.
 
@@ -28,49 +28,54 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> red: array<f32, 512>; // WG * TOK
+var<workgroup> red: array<f32, 64>;
 
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let rows_per_group = WG / p.tpr;
-    let lane = lid % p.tpr;
-    let r = (wid.x + wid.y * p.groups_x) * rows_per_group + lid / p.tpr;
-    let t0 = wid.z * TOK;
-    let in_range = r < p.rows;
-    let nt = min(TOK, p.n_tok - t0);
-    var acc: array<f32, 8>;
-    if (in_range) {
-        let units = p.cols / 32u;
-        let row = r * p.row_bytes;
-        for (var u = lane; u < units; u += p.tpr) {
-            let v = unit(row, u);
-            for (var t = 0u; t < nt; t++) {
-                let xb = (t0 + t) * p.cols + 32u * u;
-                var s = 0.0;
-                for (var j = 0u; j < 32u; j++) {
-                    s += v[j] * x[xb + j];
-                }
-                acc[t] += s;
-            }
-        }
+// Dot of unit `u` of the row at `row` with `n` consecutive activations starting at `xb`.
+fn unit_dot(row: u32, u: u32, xb: u32) -> f32 {
+    let sc = scales(row, u);
+    var s = 0.0;
+    for (var q = 0u; q < 8u; q++) {
+        let xv = vec4<f32>(x[xb + 4u * q], x[xb + 4u * q + 1u], x[xb + 4u * q + 2u], x[xb + 4u * q + 3u]);
+        s += dot(quad(row, u, q, sc), xv);
     }
-    for (var t = 0u; t < TOK; t++) {
-        red[t * WG + lid] = acc[t];
-    }
+    return s;
+}
+
+// Sums `v` over each row's segment of tpr invocations; the result is in red[segment start].
+fn segment_sum(v: f32, lid: u32, lane: u32) -> f32 {
+    red[lid] = v;
     workgroupBarrier();
-    // Tree reduction within each row's segment of tpr invocations.
     for (var s = p.tpr / 2u; s > 0u; s >>= 1u) {
         if (lane < s) {
-            for (var t = 0u; t < TOK; t++) {
-                red[t * WG + lid] += red[t * WG + lid + s];
-            }
+            red[lid] += red[lid + s];
         }
         workgroupBarrier();
     }
-    if (in_range) {
-        let seg = lid - lane;
-        for (var t = lane; t < nt; t += p.tpr) {
-            y[(t0 + t) * p.out_stride + p.row0 + r] = red[t * WG + seg];
+    let total = red[lid - lane];
+    workgroupBarrier();
+    return total;
+}
+
+// Tiles of up to TOK tokens (prefill).
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let lane = lid % p.tpr;
+    let r = (wid.x + wid.y * p.groups_x) * (WG / p.tpr) + lid / p.tpr;
+    let t0 = wid.z * TOK;
+    let in_range = r < p.rows;
+    let nt = min(TOK, p.n_tok - t0);
+    let units = p.cols / 32u;
+    let row = r * p.row_bytes;
+    for (var t = 0u; t < nt; t++) {
+        var acc = 0.0;
+        if (in_range) {
+            for (var u = lane; u < units; u += p.tpr) {
+                acc += unit_dot(row, u, (t0 + t) * p.cols + 32u * u);
+            }
+        }
+        let total = segment_sum(acc, lid, lane);
+        if (in_range && lane == 0u) {
+            y[(t0 + t) * p.out_stride + p.row0 + r] = total;
         }
     }
 }
