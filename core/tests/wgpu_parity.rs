@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use wgpu_support::{assert_close, f32_tensor, gguf, random_tensor, Rng, TensorSpec};
 use weft_core::backend::cpu::CpuBackend;
-use weft_core::backend::wgpu::{WgpuBackend, WgpuOptions};
+use weft_core::backend::wgpu::{MatMulKernel, WgpuBackend, WgpuOptions};
 use weft_core::backend::{
     Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, Readback, StepBatch, Weight,
 };
@@ -105,7 +105,7 @@ fn check_product(what: &str, w: &TensorSpec, x: &[f32], n: usize, gpu: &[f32], c
     }
 }
 
-fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>) {
+fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel) {
     let mut rng = Rng::new(ty as u64 + 7);
     let cols = cols_for(ty);
     let rows = 67; // not a multiple of the 64-invocation workgroup
@@ -113,7 +113,7 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>) {
     let xs = rng.vec(n_in * cols, 1.0);
     let w = random_tensor(&mut rng, "w", ty, cols, rows);
     let tensors = [f32_tensor("x", cols, n_in, &xs), w];
-    let opts = WgpuOptions { max_chunk_bytes, ..Default::default() };
+    let opts = WgpuOptions { max_chunk_bytes, matmul: Some(matmul), ..Default::default() };
     let Some(mut p) = Pair::new(&tensors, opts) else { return };
     let xw = p.load("x");
     let ww = p.load("w");
@@ -130,7 +130,7 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>) {
         let (pos, seqs) = seq_positions(n);
         let out = p.run(&g, &tokens, &pos, &seqs);
         let xin: Vec<f32> = tokens.iter().flat_map(|&t| xs[t as usize * cols..(t as usize + 1) * cols].to_vec()).collect();
-        check_product(&format!("{ty} × {n} tokens"), &tensors[1], &xin, n, &out[0].0, &out[0].1);
+        check_product(&format!("{ty} × {n} tokens ({matmul:?})"), &tensors[1], &xin, n, &out[0].0, &out[0].1);
     }
     assert!(p.gpu.last_step_stats().dispatches >= 2);
 }
@@ -138,7 +138,9 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>) {
 #[test]
 fn products_of_every_type_match() {
     for &ty in PRODUCT_TYPES {
-        product_case(ty, None);
+        for k in [MatMulKernel::Cooperative, MatMulKernel::RowPerInvocation] {
+            product_case(ty, None, k);
+        }
     }
 }
 
@@ -146,7 +148,8 @@ fn products_of_every_type_match() {
 fn products_of_split_weights_match() {
     // Chunks of at most 2 KiB (one activation row of 512 f32 fits): every weight is spread over several buffers.
     for &ty in &[GgmlType::Q4_0, GgmlType::Q6_K, GgmlType::F16] {
-        product_case(ty, Some(2048));
+        product_case(ty, Some(2048), MatMulKernel::Cooperative);
+        product_case(ty, Some(2048), MatMulKernel::RowPerInvocation);
     }
 }
 

@@ -79,3 +79,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
     }
 }
+
+// One invocation per weight row and no workgroup memory or barriers: the fast form on CPU
+// adapters (lavapipe, SwiftShader), where barriers are costly and there are no memory
+// transactions to coalesce. Same arithmetic as `main` with tpr = 1.
+@compute @workgroup_size(64)
+fn per_row(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = gid.x + wid.y * p.groups_x * WG;
+    if (r >= p.rows) {
+        return;
+    }
+    let t0 = wid.z * TOK;
+    let nt = min(TOK, p.n_tok - t0);
+    let units = p.cols / 32u;
+    let row = r * p.row_bytes;
+    for (var t = 0u; t < nt; t++) {
+        var acc = 0.0;
+        for (var u = 0u; u < units; u++) {
+            acc += unit_dot(row, u, (t0 + t) * p.cols + 32u * u);
+        }
+        y[(t0 + t) * p.out_stride + p.row0 + r] = acc;
+    }
+}

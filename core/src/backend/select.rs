@@ -40,7 +40,7 @@ pub fn create_backend(kind: BackendKind, opts: &BackendOptions) -> Result<Box<dy
         BackendKind::Wgpu => {
             let o = super::wgpu::WgpuOptions {
                 device_index: opts.gpu_device,
-                max_chunk_bytes: None,
+                ..Default::default()
             };
             Ok(Box::new(super::wgpu::WgpuBackend::new(&o)?))
         }

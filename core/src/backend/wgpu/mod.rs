@@ -43,6 +43,18 @@ pub struct WgpuOptions {
     /// Largest buffer a weight chunk may take, below the adapter's limit (tests use this to
     /// exercise split tensors on small weights).
     pub max_chunk_bytes: Option<u64>,
+    /// Matrix-product kernel: None picks by adapter (one row per invocation on CPU adapters,
+    /// where barriers are costly; cooperative rows with a workgroup reduction on GPUs).
+    pub matmul: Option<MatMulKernel>,
+}
+
+/// The two forms of the matrix-product kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatMulKernel {
+    /// Several invocations per row, partial sums reduced in workgroup memory.
+    Cooperative,
+    /// One invocation per row, no barriers.
+    RowPerInvocation,
 }
 
 /// Work done by the last step, for benchmarks.
@@ -66,6 +78,7 @@ pub struct WgpuBackend {
     caches: Vec<GpuKvCache>,
     pool: record::BufferPool,
     max_chunk: u64,
+    row_per_invocation: bool,
     stats: StepStats,
 }
 
@@ -82,6 +95,10 @@ impl WgpuBackend {
             max_chunk = max_chunk.min(m);
         }
         let pool = record::BufferPool::new(&gpu.device);
+        let row_per_invocation = match opts.matmul {
+            Some(k) => k == MatMulKernel::RowPerInvocation,
+            None => gpu.summary.device_type == "Cpu",
+        };
         Ok(WgpuBackend {
             gpu,
             pipelines: Pipelines::default(),
@@ -89,6 +106,7 @@ impl WgpuBackend {
             caches: Vec::new(),
             pool,
             max_chunk,
+            row_per_invocation,
             stats: StepStats::default(),
         })
     }
@@ -176,6 +194,7 @@ impl Backend for WgpuBackend {
             &mut self.pool,
             batch,
             graph,
+            self.row_per_invocation,
         )?;
         for i in 0..graph.nodes.len() {
             rec.node(graph, i)?;

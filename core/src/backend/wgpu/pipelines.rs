@@ -8,6 +8,8 @@ use crate::dtype::GgmlType;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Kernel {
     MatMul(GgmlType),
+    /// One invocation per row, no barriers (CPU adapters).
+    MatMulRows(GgmlType),
     Embed(GgmlType),
     Elementwise,
     RmsNorm,
@@ -45,6 +47,7 @@ impl Kernel {
         let ty = |t: GgmlType| quant_name(t).expect("weights are converted to a kernel type");
         match self {
             Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
+            Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
             Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),
             Kernel::Elementwise => (s::ELEMENTWISE.into(), "main"),
             Kernel::RmsNorm => (s::NORM.into(), "rms_norm"),

@@ -122,6 +122,8 @@ pub(super) struct Recorder<'a> {
     last_use: Vec<usize>,
     /// Per pooled buffer: the last node reading its current tenant.
     busy_until: Vec<usize>,
+    /// Use the barrier-free one-row-per-invocation product.
+    row_per_invocation: bool,
 }
 
 /// The tensors an op reads.
@@ -174,6 +176,7 @@ impl<'a> Recorder<'a> {
         pool: &'a mut BufferPool,
         batch: &'a StepBatch<'a>,
         graph: &Graph,
+        row_per_invocation: bool,
     ) -> Result<Self> {
         let n = batch.tokens.len() as u64 * 4;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
@@ -208,6 +211,7 @@ impl<'a> Recorder<'a> {
             tensors: vec![None; graph.nodes.len()],
             last_use: last_uses(graph),
             busy_until: Vec::new(),
+            row_per_invocation,
         })
     }
 
@@ -312,14 +316,18 @@ impl<'a> Recorder<'a> {
                 let w = self.weight(w)?;
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
-                // Invocations per row: enough for the row's 32-element units, at most 64.
-                let tpr = (w.cols / 32).next_power_of_two().clamp(1, 64);
+                // Invocations per row: as many as the row has 32-element units (rounded down to
+                // a power of two), at most 64; one with the barrier-free kernel.
+                let units = w.cols / 32;
+                let tpr = if self.row_per_invocation { 1 } else { (units + 1).next_power_of_two() / 2 };
+                let tpr = tpr.clamp(1, 64);
                 let per_group = 64 / tpr;
+                let kernel = if self.row_per_invocation { Kernel::MatMulRows(w.ty) } else { Kernel::MatMul(w.ty) };
                 for c in &w.chunks {
                     let (gx, gy) = grid(c.rows.div_ceil(per_group));
                     let p = [c.rows as u32, w.cols as u32, rows as u32, w.row_bytes as u32, w.rows as u32, c.row0 as u32, gx, tpr as u32];
                     let bufs = vec![c.buf.clone(), x.clone(), out.clone()];
-                    self.dispatch(Kernel::MatMul(w.ty), bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
+                    self.dispatch(kernel, bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
                 }
             }
             Op::AddBias { x, b } => {
