@@ -87,8 +87,22 @@ fn cols_for(ty: GgmlType) -> usize {
     if ty.block_size() == 256 { 512 } else { 96 }
 }
 
-/// Checks a `rows × cols` product of `w` with `x` (n × cols) against f64 and the CPU.
+/// The activations a product with a `ty` weight really uses: quantized to the CPU backend's
+/// partner type and dequantized (or `x` itself for float weights).
+fn partner_image(ty: GgmlType, x: &[f32]) -> Vec<f32> {
+    use weft_core::quant;
+    let vdt = quant::dot::vec_dot_type(ty);
+    if !(quant::dot::supports_vec_dot(ty) && quant::can_quantize(vdt)) || vdt == GgmlType::F32 {
+        return x.to_vec();
+    }
+    let q = quant::quantize_to_vec(vdt, x).unwrap();
+    quant::dequantize_to_vec(vdt, &q, x.len()).unwrap()
+}
+
+/// Checks a `rows × cols` product of `w` with `x` (n × cols) against f64 (on the activations'
+/// partner-type image, as both backends quantize them) and the CPU.
 fn check_product(what: &str, w: &TensorSpec, x: &[f32], n: usize, gpu: &[f32], cpu: &[f32]) {
+    let x = &partner_image(w.ty, x);
     let wf = weft_core::quant::dequantize_to_vec(w.ty, &w.data, w.cols * w.rows).unwrap();
     for t in 0..n {
         for r in 0..w.rows {

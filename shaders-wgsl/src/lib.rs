@@ -20,6 +20,8 @@ pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
 pub const KV: &str = include_str!("../wgsl/kv.wgsl");
 /// Causal attention with GQA and sliding window (entry points `attn_f16`, `attn_f32`).
 pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
+/// Activation quantization (entry points `q8_0`, `q8_k`) before quantized products.
+pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
@@ -55,6 +57,7 @@ pub fn all_modules() -> Vec<(String, String)> {
         ("kv", KV),
         ("attention", ATTENTION),
         ("softmax", SOFTMAX),
+        ("actquant", ACTQUANT),
         ("topk", TOPK),
     ] {
         v.push((name.to_string(), src.to_string()));

@@ -5,8 +5,8 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 #[test]
 fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
-    // 9 weight types × (matmul, embed) + 7 other kernel families.
-    assert_eq!(modules.len(), 2 * weft_shaders::QUANT_TYPES.len() + 7);
+    // 9 weight types × (matmul, embed) + 8 other kernel families.
+    assert_eq!(modules.len(), 2 * weft_shaders::QUANT_TYPES.len() + 8);
     let mut failures = Vec::new();
     for (name, src) in &modules {
         let module = match naga::front::wgsl::parse_str(src) {

@@ -21,6 +21,10 @@ pub(super) enum Kernel {
     AttentionF32,
     Softmax,
     TopK,
+    /// Activation quantize-dequantize to Q8_0/Q8_1 values.
+    ActQ8_0,
+    /// Activation quantize-dequantize to Q8_K values.
+    ActQ8K,
 }
 
 /// The `quant.wgsl` suffix of a weight type the kernels read directly, if any.
@@ -59,6 +63,8 @@ impl Kernel {
             Kernel::AttentionF32 => (s::ATTENTION.into(), "attn_f32"),
             Kernel::Softmax => (s::SOFTMAX.into(), "main"),
             Kernel::TopK => (s::TOPK.into(), "main"),
+            Kernel::ActQ8_0 => (s::ACTQUANT.into(), "q8_0"),
+            Kernel::ActQ8K => (s::ACTQUANT.into(), "q8_k"),
         }
     }
 }

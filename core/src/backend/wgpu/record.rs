@@ -10,6 +10,8 @@ use super::StepStats;
 use crate::backend::{
     BackendError, Graph, KvDtype, Op, Readback, Result, StepBatch, TensorId, Weight,
 };
+use crate::dtype::GgmlType;
+use crate::quant;
 
 /// Uniform offsets are aligned to this (the largest `min_uniform_buffer_offset_alignment`
 /// WebGPU allows).
@@ -124,6 +126,10 @@ pub(super) struct Recorder<'a> {
     busy_until: Vec<usize>,
     /// Use the barrier-free one-row-per-invocation product.
     row_per_invocation: bool,
+    /// Quantized copies of activations by (tensor, block size).
+    quantized: std::collections::HashMap<(u32, u32), wgpu::Buffer>,
+    /// The node being recorded.
+    current: usize,
 }
 
 /// The tensors an op reads.
@@ -212,6 +218,8 @@ impl<'a> Recorder<'a> {
             last_use: last_uses(graph),
             busy_until: Vec::new(),
             row_per_invocation,
+            quantized: Default::default(),
+            current: 0,
         })
     }
 
@@ -240,10 +248,47 @@ impl<'a> Recorder<'a> {
             .ok_or_else(|| invalid(format!("tensor {} is used before it is computed", t.0)))
     }
 
+    /// The activations a product with a `file_ty` weight reads: as they are, or quantized and
+    /// dequantized to the CPU backend's partner type (`quant::dot::vec_dot_type`), computed
+    /// once per (tensor, type) and shared by every product reading them (e.g. Q, K and V).
+    fn quantized_input(&mut self, x: TensorId, file_ty: GgmlType, graph: &Graph) -> Result<wgpu::Buffer> {
+        let vdt = quant::dot::vec_dot_type(file_ty);
+        let uses_partner = quant::dot::supports_vec_dot(file_ty) && quant::can_quantize(vdt);
+        let (kernel, block) = match vdt {
+            GgmlType::Q8_0 | GgmlType::Q8_1 if uses_partner => (Kernel::ActQ8_0, 32),
+            GgmlType::Q8_K if uses_partner => (Kernel::ActQ8K, 256),
+            _ => return self.input(x),
+        };
+        let key = (x.0, block as u32);
+        if let Some(b) = self.quantized.get(&key) {
+            return Ok(b.clone());
+        }
+        let (rows, cols) = graph.shape(x);
+        if !cols.is_multiple_of(block) {
+            return Err(invalid(format!("a product over {cols} columns cannot use {vdt} activations")));
+        }
+        let src = self.input(x)?;
+        let until = self.last_use[x.0 as usize];
+        let out = self.alloc((rows * cols * 4) as u64, until);
+        let n_blocks = rows * cols / block;
+        let (gx, gy) = grid(n_blocks.div_ceil(64));
+        self.dispatch(kernel, vec![src, out.clone()], &[n_blocks as u32, gx * 64, 0, 0], (gx, gy, 1));
+        self.quantized.insert(key, out.clone());
+        Ok(out)
+    }
+
     /// The buffer node `i` writes: a pooled buffer whose previous tenant is no longer read
     /// (activations are recycled within the step, so memory stays a few layers' worth).
     fn output(&mut self, i: usize, bytes: usize) -> wgpu::Buffer {
-        let bytes = bytes as u64;
+        let until = self.last_use[i].max(i);
+        let b = self.alloc(bytes as u64, until);
+        self.tensors[i] = Some(b.clone());
+        b
+    }
+
+    /// A pooled buffer of at least `bytes`, busy until node `until` has run.
+    fn alloc(&mut self, bytes: u64, until: usize) -> wgpu::Buffer {
+        let i = self.current;
         let free = |j: &usize| self.busy_until[*j] < i;
         let fits = (0..self.busy_until.len())
             .filter(free)
@@ -259,10 +304,8 @@ impl<'a> Recorder<'a> {
                 self.busy_until.len() - 1
             }
         };
-        self.busy_until[slot] = self.last_use[i].max(i);
-        let b = ensure(&mut self.pool.acts[slot], &self.gpu.device, bytes, ACT, "activation");
-        self.tensors[i] = Some(b.clone());
-        b
+        self.busy_until[slot] = until;
+        ensure(&mut self.pool.acts[slot], &self.gpu.device, bytes, ACT, "activation")
     }
 
     fn push_params(&mut self, words: &[u32]) -> u64 {
@@ -295,6 +338,7 @@ impl<'a> Recorder<'a> {
         let node = &graph.nodes[i];
         let (rows, cols) = (node.rows, node.cols);
         let n_tok = self.batch.tokens.len();
+        self.current = i;
         match &node.op {
             Op::Embed { table, scale } => {
                 let w = self.weight(table)?;
@@ -314,7 +358,7 @@ impl<'a> Recorder<'a> {
             }
             Op::MatMul { w, x } => {
                 let w = self.weight(w)?;
-                let x = self.input(*x)?;
+                let x = self.quantized_input(*x, w.file_ty, graph)?;
                 let out = self.output(i, rows * cols * 4);
                 // Invocations per row: as many as the row has 32-element units (rounded down to
                 // a power of two), at most 64; one with the barrier-free kernel.

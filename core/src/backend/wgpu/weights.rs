@@ -18,6 +18,8 @@ pub(super) struct GpuWeight {
     pub name: String,
     /// Type of the bytes on the GPU (the file's type, or F32 when converted at load).
     pub ty: GgmlType,
+    /// Type in the file (decides how activations are quantized for products, as on the CPU).
+    pub file_ty: GgmlType,
     pub cols: usize,
     pub rows: usize,
     pub row_bytes: usize,
@@ -74,6 +76,7 @@ impl GpuWeight {
             return Err(bad(name, "data is shorter than its shape".into()));
         }
         let bytes = &bytes[..file_row * rows];
+        let file_ty = ty;
         let convert = rows == 1 || quant_name(ty).is_none() || !cols.is_multiple_of(32);
         let converted: Vec<u8>;
         let mut host = None;
@@ -119,6 +122,7 @@ impl GpuWeight {
         Ok(GpuWeight {
             name: name.to_string(),
             ty,
+            file_ty,
             cols,
             rows,
             row_bytes,
