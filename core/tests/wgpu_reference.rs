@@ -1,7 +1,6 @@
 //! End to end on the wgpu backend: the three reference models give llama.cpp's greedy tokens,
-//! by the rule of `reference_forward.rs` (compare up to the first step whose reference margin
-//! is below 0.3; same top-5 set; logits within 1.0). Software Vulkan is slow, so each model
-//! runs at most 16 decode steps.
+//! by the same rule as the CPU backend's `reference_forward.rs` (below). Software Vulkan is
+//! slow, so each model runs at most 16 decode steps.
 
 mod wgpu_support;
 
@@ -14,8 +13,14 @@ use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
 use weft_core::test_support::{model_path, reference};
 
-const MIN_MARGIN: f64 = 0.3;
+// The rule of `reference_forward.rs` (CPU backend), with its measured reasons: near-tie
+// threshold 0.4 (SmolLM2 case 0 step 0 is a tie within llama.cpp's own rounding); logits
+// compared after removing each side's mean over the reference top-5 (within 1.0) and raw
+// (within 1.5); an id may cross the top-5 boundary within 0.5 of the 5th logit.
+const MIN_MARGIN: f64 = 0.4;
 const LOGIT_TOLERANCE: f64 = 1.0;
+const ABS_TOLERANCE: f64 = 1.5;
+const BOUNDARY_TIE: f64 = 0.5;
 const MAX_STEPS: usize = 16;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
@@ -35,15 +40,26 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
         .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap()))
         .collect();
     let mine = weft_core::backend::top_k_host(logits, 5);
-    assert_eq!(mine[0].0, want, "{key} case {case} step {i}: mine {mine:?}, reference {top5:?}");
-    let mut a: Vec<u32> = mine.iter().map(|p| p.0).collect();
-    let mut b: Vec<u32> = top5.iter().map(|p| p.0).collect();
-    a.sort_unstable();
-    b.sort_unstable();
-    assert_eq!(a, b, "{key} case {case} step {i}: top-5 sets differ: mine {mine:?}, reference {top5:?}");
+    let here = format!("{key} case {case} step {i}: mine {mine:?}, reference {top5:?}");
+    assert_eq!(mine[0].0, want, "{here}");
+    let fifth = mine[4].1 as f64;
+    for (id, _) in &top5 {
+        let in_mine = mine.iter().any(|p| p.0 == *id);
+        assert!(
+            in_mine || fifth - logits[*id as usize] as f64 <= BOUNDARY_TIE,
+            "{here}: reference top-5 id {id} is not in mine"
+        );
+    }
+    let n = top5.len() as f64;
+    let mine_mean = top5.iter().map(|&(id, _)| logits[id as usize] as f64).sum::<f64>() / n;
+    let ref_mean = top5.iter().map(|&(_, l)| l).sum::<f64>() / n;
     for (id, l) in &top5 {
         let got = logits[*id as usize] as f64;
-        assert!((got - l).abs() <= LOGIT_TOLERANCE, "{key} case {case} step {i}: logit of {id} is {got}, reference {l}");
+        assert!(
+            ((got - mine_mean) - (l - ref_mean)).abs() <= LOGIT_TOLERANCE,
+            "{here}: relative logit of {id} off by more than {LOGIT_TOLERANCE}"
+        );
+        assert!((got - l).abs() <= ABS_TOLERANCE, "{here}: logit of {id} is {got}, reference {l}");
     }
     true
 }
