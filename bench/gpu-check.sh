@@ -3,7 +3,8 @@
 #   1. builds weft (release),
 #   2. lists the adapters (`weft devices`),
 #   3. runs the WGSL validation, the wgpu kernel parity tests and the end-to-end reference tests,
-#   4. runs `weft bench --backend wgpu` on the three reference models and prints tokens/s and the
+#   4. runs `weft bench --backend wgpu` (or a greedy `weft run --json` when bench is absent)
+#      on the three reference models and prints tokens/s and the
 #      fraction of the memory-bandwidth limit (a decode step reads every weight once, so the
 #      limit is bandwidth / model bytes).
 # Environment: BANDWIDTH_GBS (peak memory bandwidth in GB/s; guessed from nvidia-smi for common
@@ -48,11 +49,19 @@ printf '%-42s %12s %12s %10s\n' model "prompt t/s" "decode t/s" "of BW"
 for f in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
   path="$MODELS/$f"
   if [[ ! -f "$path" ]]; then echo "missing $path (scripts/fetch-models.sh)"; continue; fi
-  json=$("$WEFT" bench "$path" --backend wgpu "${DEV_ARGS[@]}" --json)
+  if "$WEFT" bench --help >/dev/null 2>&1; then
+    json=$("$WEFT" bench --model "$path" --backend wgpu "${DEV_ARGS[@]}" --json)
+  else
+    # No `weft bench` in this build: a greedy 128-token generation from a fixed raw prompt.
+    json=$("$WEFT" run --model "$path" --backend wgpu "${DEV_ARGS[@]}" --json --raw \
+      --prompt "The history of the printing press begins" --max-tokens 128 --ignore-eos \
+      --temperature 0)
+  fi
   python3 - "$path" "$json" "${BANDWIDTH_GBS:-0}" <<'PY'
 import json, os, sys
 path, text, bw = sys.argv[1], sys.argv[2], float(sys.argv[3])
 r = json.loads(text.strip().splitlines()[-1])
+r = r.get("timings", r)
 pp = r.get("prompt_tokens_per_s", 0.0)
 tg = r.get("gen_tokens_per_s", 0.0)
 size = os.path.getsize(path)

@@ -12,7 +12,6 @@ mod wgpu_support;
 
 use std::sync::Arc;
 
-use wgpu_support::{assert_close, f32_tensor, gguf, random_tensor, Rng, TensorSpec};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::{MatMulKernel, WgpuBackend, WgpuOptions};
 use weft_core::backend::{
@@ -20,6 +19,7 @@ use weft_core::backend::{
 };
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
+use wgpu_support::{assert_close, f32_tensor, gguf, random_tensor, Rng, TensorSpec};
 
 /// Both backends holding the same weights (handles are equal: loaded in the same order).
 struct Pair {
@@ -31,7 +31,11 @@ struct Pair {
 impl Pair {
     fn new(tensors: &[TensorSpec], opts: WgpuOptions) -> Option<Pair> {
         let gpu = wgpu_support::backend(&opts)?;
-        Some(Pair { cpu: CpuBackend::new(2), gpu, file: gguf(tensors) })
+        Some(Pair {
+            cpu: CpuBackend::new(2),
+            gpu,
+            file: gguf(tensors),
+        })
     }
 
     fn load(&mut self, name: &str) -> Weight {
@@ -49,11 +53,24 @@ impl Pair {
     }
 
     /// Runs a graph on both; returns (gpu, cpu) outputs as f32 data.
-    fn run(&mut self, g: &Graph, tokens: &[u32], positions: &[u32], seqs: &[u32]) -> Vec<(Vec<f32>, Vec<f32>)> {
-        let batch = StepBatch { tokens, positions, seqs };
+    fn run(
+        &mut self,
+        g: &Graph,
+        tokens: &[u32],
+        positions: &[u32],
+        seqs: &[u32],
+    ) -> Vec<(Vec<f32>, Vec<f32>)> {
+        let batch = StepBatch {
+            tokens,
+            positions,
+            seqs,
+        };
         let c = self.cpu.execute(g, &batch).unwrap();
         let w = self.gpu.execute(g, &batch).unwrap();
-        w.into_iter().zip(c).map(|(a, b)| (data(a), data(b))).collect()
+        w.into_iter()
+            .zip(c)
+            .map(|(a, b)| (data(a), data(b)))
+            .collect()
     }
 }
 
@@ -84,7 +101,11 @@ const PRODUCT_TYPES: &[GgmlType] = &[
 
 fn cols_for(ty: GgmlType) -> usize {
     // K-quants need whole 256-blocks; the others get K = 96, not a multiple of 256 (or 64).
-    if ty.block_size() == 256 { 512 } else { 96 }
+    if ty.block_size() == 256 {
+        512
+    } else {
+        96
+    }
 }
 
 /// The activations a product with a `ty` weight really uses: quantized to the CPU backend's
@@ -113,8 +134,14 @@ fn check_product(what: &str, w: &TensorSpec, x: &[f32], n: usize, gpu: &[f32], c
                 mass += p.abs();
             }
             let (g, cp) = (gpu[t * w.rows + r] as f64, cpu[t * w.rows + r] as f64);
-            assert!((g - exact).abs() <= 1e-5 * mass + 1e-6, "{what}: token {t} row {r}: gpu {g}, exact {exact} (mass {mass})");
-            assert!((g - cp).abs() <= 1e-2 * mass + 1e-6, "{what}: token {t} row {r}: gpu {g}, cpu {cp} (mass {mass})");
+            assert!(
+                (g - exact).abs() <= 1e-5 * mass + 1e-6,
+                "{what}: token {t} row {r}: gpu {g}, exact {exact} (mass {mass})"
+            );
+            assert!(
+                (g - cp).abs() <= 1e-2 * mass + 1e-6,
+                "{what}: token {t} row {r}: gpu {g}, cpu {cp} (mass {mass})"
+            );
         }
     }
 }
@@ -127,12 +154,21 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel
     let xs = rng.vec(n_in * cols, 1.0);
     let w = random_tensor(&mut rng, "w", ty, cols, rows);
     let tensors = [f32_tensor("x", cols, n_in, &xs), w];
-    let opts = WgpuOptions { max_chunk_bytes, matmul: Some(matmul), ..Default::default() };
-    let Some(mut p) = Pair::new(&tensors, opts) else { return };
+    let opts = WgpuOptions {
+        max_chunk_bytes,
+        matmul: Some(matmul),
+        ..Default::default()
+    };
+    let Some(mut p) = Pair::new(&tensors, opts) else {
+        return;
+    };
     let xw = p.load("x");
     let ww = p.load("w");
     if max_chunk_bytes.is_some() {
-        assert!(p.gpu.weight_chunks(&ww) >= 2, "{ty}: the weight should be split");
+        assert!(
+            p.gpu.weight_chunks(&ww) >= 2,
+            "{ty}: the weight should be split"
+        );
     }
     // 1 token (decode) and 11 tokens (not a multiple of the 8-token tile), in shuffled order.
     for tokens in [vec![5u32], vec![3, 0, 15, 7, 7, 1, 9, 2, 12, 4, 11]] {
@@ -143,8 +179,18 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel
         g.output(y);
         let (pos, seqs) = seq_positions(n);
         let out = p.run(&g, &tokens, &pos, &seqs);
-        let xin: Vec<f32> = tokens.iter().flat_map(|&t| xs[t as usize * cols..(t as usize + 1) * cols].to_vec()).collect();
-        check_product(&format!("{ty} × {n} tokens ({matmul:?})"), &tensors[1], &xin, n, &out[0].0, &out[0].1);
+        let xin: Vec<f32> = tokens
+            .iter()
+            .flat_map(|&t| xs[t as usize * cols..(t as usize + 1) * cols].to_vec())
+            .collect();
+        check_product(
+            &format!("{ty} × {n} tokens ({matmul:?})"),
+            &tensors[1],
+            &xin,
+            n,
+            &out[0].0,
+            &out[0].1,
+        );
     }
     assert!(p.gpu.last_step_stats().dispatches >= 2);
 }
@@ -170,22 +216,50 @@ fn products_of_split_weights_match() {
 #[test]
 fn embeddings_of_every_type_match_exactly() {
     let mut rng = Rng::new(11);
-    let tys = [GgmlType::F32, GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K];
-    let tensors: Vec<TensorSpec> = tys.iter().map(|&ty| random_tensor(&mut rng, &format!("{ty}"), ty, 256, 300)).collect();
-    let opts = WgpuOptions { max_chunk_bytes: Some(8192), ..Default::default() };
-    let Some(mut p) = Pair::new(&tensors, opts) else { return };
+    let tys = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    let tensors: Vec<TensorSpec> = tys
+        .iter()
+        .map(|&ty| random_tensor(&mut rng, &format!("{ty}"), ty, 256, 300))
+        .collect();
+    let opts = WgpuOptions {
+        max_chunk_bytes: Some(8192),
+        ..Default::default()
+    };
+    let Some(mut p) = Pair::new(&tensors, opts) else {
+        return;
+    };
     let tokens = [0u32, 299, 17, 150, 17, 64];
     let (pos, seqs) = seq_positions(tokens.len());
     for t in &tensors {
         let w = p.load(&t.name);
-        assert!(p.gpu.weight_chunks(&w) >= 3, "{}: the table should be split", t.name);
+        assert!(
+            p.gpu.weight_chunks(&w) >= 3,
+            "{}: the table should be split",
+            t.name
+        );
         let mut g = Graph::new(tokens.len());
         let e = g.embed(w, 0.5);
         g.output(e);
         let out = p.run(&g, &tokens, &pos, &seqs);
         // Dequantization is the same arithmetic on both sides; allow only fused multiply-add
         // differences.
-        assert_close(&format!("embed {}", t.name), &out[0].0, &out[0].1, 1e-7, 1e-6);
+        assert_close(
+            &format!("embed {}", t.name),
+            &out[0].0,
+            &out[0].1,
+            1e-7,
+            1e-6,
+        );
     }
 }
 
@@ -199,9 +273,16 @@ fn norms_rope_and_elementwise_match() {
         f32_tensor("nw", cols, 1, &rng.vec(cols, 1.0)),
         f32_tensor("hw", hd, 1, &rng.vec(hd, 1.0)),
         f32_tensor("bias", cols, 1, &rng.vec(cols, 1.0)),
-        f32_tensor("ff", 24, 1, &(0..24).map(|i| 1.0 + i as f32 * 0.25).collect::<Vec<_>>()),
+        f32_tensor(
+            "ff",
+            24,
+            1,
+            &(0..24).map(|i| 1.0 + i as f32 * 0.25).collect::<Vec<_>>(),
+        ),
     ];
-    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else { return };
+    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+        return;
+    };
     let [xw, yw, nw, hw, bw, ffw] = ["x", "y", "nw", "hw", "bias", "ff"].map(|n| p.load(n));
     let tokens = [4u32, 0, 7, 2, 5];
     let n = tokens.len();
@@ -212,10 +293,22 @@ fn norms_rope_and_elementwise_match() {
         ("rms_norm", g.rms_norm(x, Some(nw), 1e-6, cols), 1e-5),
         ("rms_norm per head", g.rms_norm(x, Some(hw), 1e-5, hd), 1e-5),
         ("rms_norm no weight", g.rms_norm(x, None, 1e-6, cols), 1e-5),
-        ("layer_norm", g.layer_norm(x, Some(nw), Some(bw), 1e-5), 1e-5),
+        (
+            "layer_norm",
+            g.layer_norm(x, Some(nw), Some(bw), 1e-5),
+            1e-5,
+        ),
         ("rope neox", g.rope(x, hd, hd, 10000.0, true, None), 1e-4),
-        ("rope normal partial", g.rope(x, hd, 32, 500000.0, false, None), 1e-4),
-        ("rope with factors", g.rope(x, hd, 48, 10000.0, true, Some(ffw)), 1e-4),
+        (
+            "rope normal partial",
+            g.rope(x, hd, 32, 500000.0, false, None),
+            1e-4,
+        ),
+        (
+            "rope with factors",
+            g.rope(x, hd, 48, 10000.0, true, Some(ffw)),
+            1e-4,
+        ),
         ("add", g.add(x, y), 1e-6),
         ("mul", g.mul(x, y), 1e-6),
         ("scale", g.scale(x, 0.125), 1e-6),
@@ -254,7 +347,9 @@ fn select_rows_and_top_k_match_with_ties() {
     v[cols + 20] = 4.0;
     v[cols + 21] = 4.0;
     let tensors = [f32_tensor("x", cols, 4, &v)];
-    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else { return };
+    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+        return;
+    };
     let xw = p.load("x");
     let tokens = [0u32, 1, 2, 3];
     let mut g = Graph::new(4);
@@ -287,7 +382,9 @@ fn attention_case(dtype: KvDtype) {
         f32_tensor("k", kc, n_rows, &rng.vec(kc * n_rows, 2.0)),
         f32_tensor("v", kc, n_rows, &rng.vec(kc * n_rows, 1.0)),
     ];
-    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else { return };
+    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+        return;
+    };
     let [qw, kw, vw] = ["q", "k", "v"].map(|n| p.load(n));
     let window = 5;
     let max_batch = 9;
@@ -298,7 +395,11 @@ fn attention_case(dtype: KvDtype) {
         capacity: w.map_or(40, |w| w + max_batch),
         window: w,
     };
-    let kv = p.kv(&KvCacheSpec { layers: vec![layer(None), layer(Some(window))], n_seq: 2, dtype });
+    let kv = p.kv(&KvCacheSpec {
+        layers: vec![layer(None), layer(Some(window))],
+        n_seq: 2,
+        dtype,
+    });
     // (tokens, positions, seqs) per step.
     let steps: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = vec![
         ((0..9).collect(), (0..9).collect(), vec![0; 9]),
@@ -323,7 +424,13 @@ fn attention_case(dtype: KvDtype) {
         let res = p.run(&g, tokens, pos, seqs);
         for (l, (gpu, cpu)) in res.iter().enumerate() {
             let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
-            assert_close(&format!("{dtype:?} step {si} layer {l}"), gpu, cpu, 1e-4, rel);
+            assert_close(
+                &format!("{dtype:?} step {si} layer {l}"),
+                gpu,
+                cpu,
+                1e-4,
+                rel,
+            );
         }
     }
 }
@@ -341,19 +448,34 @@ fn attention_matches_with_f32_cache() {
 #[test]
 fn context_overflow_is_an_error_not_a_crash() {
     let tensors = [f32_tensor("k", 64, 2, &[0.5; 128])];
-    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else { return };
+    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+        return;
+    };
     let kw = p.load("k");
-    let kv = p.gpu.create_kv_cache(&KvCacheSpec {
-        layers: vec![KvLayerSpec { n_kv_head: 1, head_dim_k: 64, head_dim_v: 64, capacity: 4, window: None }],
-        n_seq: 1,
-        dtype: KvDtype::F16,
-    }).unwrap();
+    let kv = p
+        .gpu
+        .create_kv_cache(&KvCacheSpec {
+            layers: vec![KvLayerSpec {
+                n_kv_head: 1,
+                head_dim_k: 64,
+                head_dim_v: 64,
+                capacity: 4,
+                window: None,
+            }],
+            n_seq: 1,
+            dtype: KvDtype::F16,
+        })
+        .unwrap();
     let mut g = Graph::new(1);
     let k = g.embed(kw, 1.0);
     let st = g.kv_store(kv, 0, k, k);
     let a = g.attention(k, st, kv, 0, 1, 64, 1.0);
     g.output(a);
-    let batch = StepBatch { tokens: &[0], positions: &[4], seqs: &[0] };
+    let batch = StepBatch {
+        tokens: &[0],
+        positions: &[4],
+        seqs: &[0],
+    };
     let e = p.gpu.execute(&g, &batch).unwrap_err();
     assert!(format!("{e}").contains("context holds 4"), "{e}");
 }

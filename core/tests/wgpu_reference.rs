@@ -24,7 +24,11 @@ const BOUNDARY_TIE: f64 = 0.5;
 const MAX_STEPS: usize = 16;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 /// Checks one step; returns false past the comparable range.
@@ -51,7 +55,11 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
         );
     }
     let n = top5.len() as f64;
-    let mine_mean = top5.iter().map(|&(id, _)| logits[id as usize] as f64).sum::<f64>() / n;
+    let mine_mean = top5
+        .iter()
+        .map(|&(id, _)| logits[id as usize] as f64)
+        .sum::<f64>()
+        / n;
     let ref_mean = top5.iter().map(|&(_, l)| l).sum::<f64>() / n;
     for (id, l) in &top5 {
         let got = logits[*id as usize] as f64;
@@ -59,17 +67,28 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
             ((got - mine_mean) - (l - ref_mean)).abs() <= LOGIT_TOLERANCE,
             "{here}: relative logit of {id} off by more than {LOGIT_TOLERANCE}"
         );
-        assert!((got - l).abs() <= ABS_TOLERANCE, "{here}: logit of {id} is {got}, reference {l}");
+        assert!(
+            (got - l).abs() <= ABS_TOLERANCE,
+            "{here}: logit of {id} is {got}, reference {l}"
+        );
     }
     true
 }
 
 fn run_model(key: &str) {
-    let (Some(path), Some(reference)) = (model_path(key), reference(key)) else { return };
-    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else { return };
+    let (Some(path), Some(reference)) = (model_path(key), reference(key)) else {
+        return;
+    };
+    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
     let file = Arc::new(ModelFile::open(&path).unwrap());
     let cfg = EngineConfig {
-        kv: KvCacheConfig { n_ctx: 256, n_seq: 1, dtype: KvDtype::F16 },
+        kv: KvCacheConfig {
+            n_ctx: 256,
+            n_seq: 1,
+            dtype: KvDtype::F16,
+        },
         max_batch: 64,
     };
     let mut engine = Engine::load(file, Box::new(backend), cfg, &mut |_, _| {}).unwrap();
@@ -86,11 +105,16 @@ fn run_model(key: &str) {
             if compared >= MAX_STEPS {
                 break 'cases;
             }
-            logits = engine.decode(seq, step["token"].as_u64().unwrap() as u32).unwrap();
+            logits = engine
+                .decode(seq, step["token"].as_u64().unwrap() as u32)
+                .unwrap();
         }
     }
     eprintln!("{key} on wgpu: {compared} steps compared");
-    assert!(compared >= 8, "{key}: too few comparable steps ({compared})");
+    assert!(
+        compared >= 8,
+        "{key}: too few comparable steps ({compared})"
+    );
 }
 
 #[test]

@@ -17,11 +17,17 @@ const DECODE_STEPS: usize = 8;
 
 fn run(key: &str) {
     let Some(path) = model_path(key) else { return };
-    let Some(mut be) = wgpu_support::backend(&WgpuOptions::default()) else { return };
+    let Some(mut be) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
     let file = Arc::new(ModelFile::open(&path).unwrap());
     let model = weft_core::model::load(&file, &mut be, &mut |_, _| {}).unwrap();
     let kv = be
-        .create_kv_cache(&KvCacheSpec { layers: model.kv_layers(128, 16), n_seq: 1, dtype: KvDtype::F16 })
+        .create_kv_cache(&KvCacheSpec {
+            layers: model.kv_layers(128, 16),
+            n_seq: 1,
+            dtype: KvDtype::F16,
+        })
         .unwrap();
     let prompt = [1u32, 2, 3, 4];
     let mut g = Graph::new(prompt.len());
@@ -29,8 +35,19 @@ fn run(key: &str) {
     let top = g.top_k(logits, 1);
     g.output(top);
     let pos: Vec<u32> = (0..prompt.len() as u32).collect();
-    let out = be.execute(&g, &StepBatch { tokens: &prompt, positions: &pos, seqs: &[0; 4] }).unwrap();
-    let Readback::TopK { ids, .. } = &out[0] else { panic!("expected top-k") };
+    let out = be
+        .execute(
+            &g,
+            &StepBatch {
+                tokens: &prompt,
+                positions: &pos,
+                seqs: &[0; 4],
+            },
+        )
+        .unwrap();
+    let Readback::TopK { ids, .. } = &out[0] else {
+        panic!("expected top-k")
+    };
     let mut token = ids[0];
     let compiled = be.pipelines_compiled();
     let mut secs = 0.0;
@@ -42,18 +59,40 @@ fn run(key: &str) {
         let top = g.top_k(logits, 1);
         g.output(top);
         let t = Instant::now();
-        let out = be.execute(&g, &StepBatch { tokens: &[token], positions: &[p], seqs: &[0] }).unwrap();
+        let out = be
+            .execute(
+                &g,
+                &StepBatch {
+                    tokens: &[token],
+                    positions: &[p],
+                    seqs: &[0],
+                },
+            )
+            .unwrap();
         secs += t.elapsed().as_secs_f64();
-        let Readback::TopK { ids, values, .. } = &out[0] else { panic!("expected top-k") };
+        let Readback::TopK { ids, values, .. } = &out[0] else {
+            panic!("expected top-k")
+        };
         assert!(values[0].is_finite() && (ids[0] as usize) < model.info().n_vocab);
         token = ids[0];
         stats = be.last_step_stats();
         assert_eq!(stats.submissions, 1, "one submission per token");
-        assert_eq!(stats.readback_bytes, 8, "greedy decode reads back one id and one logit");
+        assert_eq!(
+            stats.readback_bytes, 8,
+            "greedy decode reads back one id and one logit"
+        );
         let nodes = g.nodes.len();
-        assert!(stats.dispatches <= nodes + 4, "{} dispatches for {nodes} nodes", stats.dispatches);
+        assert!(
+            stats.dispatches <= nodes + 4,
+            "{} dispatches for {nodes} nodes",
+            stats.dispatches
+        );
     }
-    assert_eq!(be.pipelines_compiled(), compiled, "decode steps compile nothing new");
+    assert_eq!(
+        be.pipelines_compiled(),
+        compiled,
+        "decode steps compile nothing new"
+    );
     eprintln!(
         "{key} on {} ({}): {} dispatches, {} copies per decode token; {:.2} tokens/s over {DECODE_STEPS} steps",
         be.adapter().name,

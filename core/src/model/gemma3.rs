@@ -66,7 +66,11 @@ impl Gemma3 {
         )?;
         let head_dim_k = l.usize_or("attention.key_length", n_embd / n_head)?;
         let head_dim_v = l.usize_or("attention.value_length", head_dim_k)?;
-        l.check(head_dim_k.is_multiple_of(2), "attention.key_length", "must be even")?;
+        l.check(
+            head_dim_k.is_multiple_of(2),
+            "attention.key_length",
+            "must be even",
+        )?;
         let eps = l
             .f32_opt("attention.layer_norm_rms_epsilon")?
             .unwrap_or(1e-6);

@@ -77,7 +77,13 @@ pub struct TensorSpec {
 
 /// Random bytes of type `ty` for a `rows × cols` tensor: quantized from random floats where a
 /// quantizer exists, otherwise random blocks with sane f16 scales.
-pub fn random_tensor(rng: &mut Rng, name: &str, ty: GgmlType, cols: usize, rows: usize) -> TensorSpec {
+pub fn random_tensor(
+    rng: &mut Rng,
+    name: &str,
+    ty: GgmlType,
+    cols: usize,
+    rows: usize,
+) -> TensorSpec {
     let n = cols * rows;
     let bytes = ty.bytes_for(n as u64).expect("whole blocks") as usize;
     let mut data = vec![0u8; bytes];
@@ -104,7 +110,13 @@ pub fn random_tensor(rng: &mut Rng, name: &str, ty: GgmlType, cols: usize, rows:
             }
         }
     }
-    TensorSpec { name: name.to_string(), ty, cols, rows, data }
+    TensorSpec {
+        name: name.to_string(),
+        ty,
+        cols,
+        rows,
+        data,
+    }
 }
 
 /// An f32 tensor with the given values.
@@ -135,7 +147,11 @@ pub fn gguf(tensors: &[TensorSpec]) -> Arc<ModelFile> {
     let mut offset = 0usize;
     for t in tensors {
         put_str(&mut out, &t.name);
-        let dims: Vec<u64> = if t.rows == 1 { vec![t.cols as u64] } else { vec![t.cols as u64, t.rows as u64] };
+        let dims: Vec<u64> = if t.rows == 1 {
+            vec![t.cols as u64]
+        } else {
+            vec![t.cols as u64, t.rows as u64]
+        };
         out.extend_from_slice(&(dims.len() as u32).to_le_bytes());
         for d in &dims {
             out.extend_from_slice(&d.to_le_bytes());

@@ -18,7 +18,10 @@ fn mib(b: u64) -> String {
 }
 
 fn print_text(a: &AdapterSummary) {
-    println!("[{}] {} ({}, {})", a.index, a.name, a.backend, a.device_type);
+    println!(
+        "[{}] {} ({}, {})",
+        a.index, a.name, a.backend, a.device_type
+    );
     if !a.driver.is_empty() {
         println!("    driver: {}", a.driver);
     }
@@ -34,7 +37,10 @@ fn print_text(a: &AdapterSummary) {
         Some((lo, hi)) => format!("yes ({lo}..{hi})"),
         None => "no".into(),
     };
-    println!("    shader-f16: {}, subgroups: {sub}", if a.f16 { "yes" } else { "no" });
+    println!(
+        "    shader-f16: {}, subgroups: {sub}",
+        if a.f16 { "yes" } else { "no" }
+    );
 }
 
 pub fn run(a: DevicesArgs) -> Result<()> {

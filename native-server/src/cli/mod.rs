@@ -2,6 +2,8 @@
 
 mod devices;
 mod info;
+mod run;
+mod tokenize;
 
 use std::process::ExitCode;
 
@@ -24,6 +26,10 @@ enum Command {
     Info(info::InfoArgs),
     /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
     Devices(devices::DevicesArgs),
+    /// Print the token ids of a text (no BOS unless --bos).
+    Tokenize(tokenize::TokenizeArgs),
+    /// Generate text from a prompt, or chat interactively when no prompt is given.
+    Run(run::RunArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -32,6 +38,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(a) => info::run(a),
         Command::Devices(a) => devices::run(a),
+        Command::Tokenize(a) => tokenize::run(a),
+        Command::Run(a) => run::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

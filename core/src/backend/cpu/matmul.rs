@@ -74,8 +74,9 @@ pub fn matmul(
 }
 
 /// The activation type `w`'s rows are dotted with, when a quantized dot product exists.
-fn dot_partner(_ty: GgmlType) -> Option<GgmlType> {
-    None
+fn dot_partner(ty: GgmlType) -> Option<GgmlType> {
+    let vdt = quant::dot::vec_dot_type(ty);
+    (quant::dot::supports_vec_dot(ty) && quant::can_quantize(vdt)).then_some(vdt)
 }
 
 /// Quantizes the activations once, then dots quantized rows with quantized activations.
@@ -131,7 +132,7 @@ fn quantized(
                 let a = &act[t * act_row..(t + 1) * act_row];
                 for r in r0..r1 {
                     let wr = &w.data[r * row_bytes..(r + 1) * row_bytes];
-                    let v = vec_dot(w.ty, wr, a, cols);
+                    let v = quant::dot::vec_dot(w.ty, wr, a, cols);
                     // SAFETY: each (t, r) is written by exactly one thread.
                     unsafe { *out_ptr.0.add(t * rows + r) = v };
                 }
@@ -139,10 +140,6 @@ fn quantized(
         }
     });
     Ok(())
-}
-
-fn vec_dot(_ty: GgmlType, _w: &[u8], _a: &[u8], _n: usize) -> f32 {
-    unreachable!("no quantized dot products yet")
 }
 
 /// For weight types without a quantized dot product: dequantize a tile of rows to f32 and

@@ -146,7 +146,11 @@ pub fn softmax(row: &mut [f32]) {
 pub fn top_k(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k + 1);
     for (i, &v) in row.iter().enumerate() {
-        if best.len() == k && best.last().is_some_and(|&(_, w)| v.partial_cmp(&w) != Some(std::cmp::Ordering::Greater)) {
+        if best.len() == k
+            && best
+                .last()
+                .is_some_and(|&(_, w)| v.partial_cmp(&w) != Some(std::cmp::Ordering::Greater))
+        {
             continue;
         }
         let at = best.partition_point(|&(_, w)| w >= v);

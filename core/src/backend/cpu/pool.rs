@@ -1,7 +1,8 @@
 //! A small persistent thread pool: one job at a time, run by every thread (the caller included)
-//! with its thread index. Threads spin briefly for the next job before sleeping, because a
+//! with its thread index. Threads spin briefly for the next job, then yield, then sleep: a
 //! forward step dispatches a few hundred short jobs and waking a sleeping thread costs more
-//! than many of them take.
+//! than many of them take, but pure spinning is ruinous when the cores are shared (other
+//! processes, tests running in parallel), so every wait gives the core away quickly.
 //!
 //! On wasm32 (no threads) the pool has one thread and jobs run inline.
 
@@ -64,9 +65,30 @@ pub struct ThreadPool {
     handles: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// Spin iterations before a worker goes to sleep.
+/// Busy-wait iterations before a waiting thread starts yielding its core.
 #[cfg(not(target_arch = "wasm32"))]
-const SPIN: usize = 200_000;
+const SPIN: usize = 2_000;
+/// `yield_now` rounds before a worker goes to sleep on the condition variable.
+#[cfg(not(target_arch = "wasm32"))]
+const YIELDS: usize = 200;
+
+/// Waits until `done()` holds: spin, then yield the core between checks.
+#[cfg(not(target_arch = "wasm32"))]
+fn wait_until(done: impl Fn() -> bool, max_yields: usize) -> bool {
+    for _ in 0..SPIN {
+        if done() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    for _ in 0..max_yields {
+        if done() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    done()
+}
 
 impl ThreadPool {
     /// A pool of `n_threads` (at least 1; the calling thread is one of them).
@@ -130,9 +152,7 @@ impl ThreadPool {
                 s.wake.notify_all();
             }
             let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
-            while s.pending.load(Ordering::Acquire) != 0 {
-                std::hint::spin_loop();
-            }
+            wait_until(|| s.pending.load(Ordering::Acquire) == 0, usize::MAX);
             if let Err(p) = mine {
                 std::panic::resume_unwind(p);
             }
@@ -147,12 +167,8 @@ impl ThreadPool {
 fn worker(s: Arc<Shared>, tid: usize) {
     let mut seen = 0usize;
     loop {
-        // Wait for a new generation: spin first, then sleep.
-        let mut spins = 0;
-        while s.generation.load(Ordering::Acquire) == seen && spins < SPIN {
-            std::hint::spin_loop();
-            spins += 1;
-        }
+        // Wait for a new generation: spin, yield, then sleep.
+        wait_until(|| s.generation.load(Ordering::Acquire) != seen, YIELDS);
         let job = {
             let mut g = s.job.lock().unwrap();
             while s.generation.load(Ordering::Acquire) == seen && !s.shutdown.load(Ordering::SeqCst)

@@ -23,9 +23,9 @@ mod weights;
 
 use std::sync::Arc;
 
-pub use device::{AdapterSummary, NO_ADAPTER};
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::list_adapters;
+pub use device::{AdapterSummary, NO_ADAPTER};
 
 use self::kv::GpuKvCache;
 use self::pipelines::Pipelines;
@@ -88,7 +88,8 @@ impl WgpuBackend {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new(opts: &WgpuOptions) -> Result<Self> {
         let gpu = device::open(opts.device_index)?;
-        let limit = (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        let limit =
+            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
         // Leave room for the padding word a chunk carries (unaligned reads past the end).
         let mut max_chunk = limit.saturating_sub(16) & !3;
         if let Some(m) = opts.max_chunk_bytes {
@@ -128,7 +129,9 @@ impl WgpuBackend {
 
     /// Buffers a weight was split into (1 unless it exceeds a binding).
     pub fn weight_chunks(&self, w: &Weight) -> usize {
-        self.weights.get(w.id as usize).map_or(0, |g| g.chunks.len())
+        self.weights
+            .get(w.id as usize)
+            .map_or(0, |g| g.chunks.len())
     }
 }
 
@@ -171,7 +174,11 @@ impl Backend for WgpuBackend {
     }
 
     fn create_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<KvCacheId> {
-        let c = GpuKvCache::new(&self.gpu.device, spec, self.gpu.limits.max_storage_buffer_binding_size as u64)?;
+        let c = GpuKvCache::new(
+            &self.gpu.device,
+            spec,
+            self.gpu.limits.max_storage_buffer_binding_size as u64,
+        )?;
         self.caches.push(c);
         Ok(KvCacheId(self.caches.len() as u32 - 1))
     }

@@ -251,7 +251,12 @@ impl<'a> Recorder<'a> {
     /// The activations a product with a `file_ty` weight reads: as they are, or quantized and
     /// dequantized to the CPU backend's partner type (`quant::dot::vec_dot_type`), computed
     /// once per (tensor, type) and shared by every product reading them (e.g. Q, K and V).
-    fn quantized_input(&mut self, x: TensorId, file_ty: GgmlType, graph: &Graph) -> Result<wgpu::Buffer> {
+    fn quantized_input(
+        &mut self,
+        x: TensorId,
+        file_ty: GgmlType,
+        graph: &Graph,
+    ) -> Result<wgpu::Buffer> {
         let vdt = quant::dot::vec_dot_type(file_ty);
         let uses_partner = quant::dot::supports_vec_dot(file_ty) && quant::can_quantize(vdt);
         let (kernel, block) = match vdt {
@@ -265,14 +270,21 @@ impl<'a> Recorder<'a> {
         }
         let (rows, cols) = graph.shape(x);
         if !cols.is_multiple_of(block) {
-            return Err(invalid(format!("a product over {cols} columns cannot use {vdt} activations")));
+            return Err(invalid(format!(
+                "a product over {cols} columns cannot use {vdt} activations"
+            )));
         }
         let src = self.input(x)?;
         let until = self.last_use[x.0 as usize];
         let out = self.alloc((rows * cols * 4) as u64, until);
         let n_blocks = rows * cols / block;
         let (gx, gy) = grid(n_blocks.div_ceil(64));
-        self.dispatch(kernel, vec![src, out.clone()], &[n_blocks as u32, gx * 64, 0, 0], (gx, gy, 1));
+        self.dispatch(
+            kernel,
+            vec![src, out.clone()],
+            &[n_blocks as u32, gx * 64, 0, 0],
+            (gx, gy, 1),
+        );
         self.quantized.insert(key, out.clone());
         Ok(out)
     }
@@ -292,7 +304,11 @@ impl<'a> Recorder<'a> {
         let free = |j: &usize| self.busy_until[*j] < i;
         let fits = (0..self.busy_until.len())
             .filter(free)
-            .filter(|&j| self.pool.acts[j].as_ref().is_some_and(|b| b.size() >= bytes))
+            .filter(|&j| {
+                self.pool.acts[j]
+                    .as_ref()
+                    .is_some_and(|b| b.size() >= bytes)
+            })
             .min_by_key(|&j| self.pool.acts[j].as_ref().map_or(0, |b| b.size()));
         let slot = match fits.or_else(|| (0..self.busy_until.len()).find(free)) {
             Some(j) => j,
@@ -305,7 +321,13 @@ impl<'a> Recorder<'a> {
             }
         };
         self.busy_until[slot] = until;
-        ensure(&mut self.pool.acts[slot], &self.gpu.device, bytes, ACT, "activation")
+        ensure(
+            &mut self.pool.acts[slot],
+            &self.gpu.device,
+            bytes,
+            ACT,
+            "activation",
+        )
     }
 
     fn push_params(&mut self, words: &[u32]) -> u64 {
@@ -315,7 +337,13 @@ impl<'a> Recorder<'a> {
         off as u64
     }
 
-    fn dispatch(&mut self, kernel: Kernel, bufs: Vec<wgpu::Buffer>, params: &[u32], groups: (u32, u32, u32)) {
+    fn dispatch(
+        &mut self,
+        kernel: Kernel,
+        bufs: Vec<wgpu::Buffer>,
+        params: &[u32],
+        groups: (u32, u32, u32),
+    ) {
         let params = self.push_params(params);
         self.cmds.push(Cmd::Dispatch {
             kernel,
@@ -326,7 +354,16 @@ impl<'a> Recorder<'a> {
     }
 
     /// `out = f(a, b)` element-wise (see elementwise.wgsl for the op codes).
-    fn elementwise(&mut self, op: u32, a: wgpu::Buffer, b: Option<wgpu::Buffer>, out: wgpu::Buffer, n: usize, s: f32, cols: usize) {
+    fn elementwise(
+        &mut self,
+        op: u32,
+        a: wgpu::Buffer,
+        b: Option<wgpu::Buffer>,
+        out: wgpu::Buffer,
+        n: usize,
+        s: f32,
+        cols: usize,
+    ) {
         let (gx, gy) = grid(n.div_ceil(256));
         let b = b.unwrap_or_else(|| a.clone());
         let p = [n as u32, op, s.to_bits(), cols as u32, gx * 256, 0, 0, 0];
@@ -350,7 +387,16 @@ impl<'a> Recorder<'a> {
                 }
                 let out = self.output(i, rows * cols * 4);
                 for c in &w.chunks {
-                    let p = [c.rows as u32, w.cols as u32, n_tok as u32, w.row_bytes as u32, c.row0 as u32, scale.to_bits(), 0, 0];
+                    let p = [
+                        c.rows as u32,
+                        w.cols as u32,
+                        n_tok as u32,
+                        w.row_bytes as u32,
+                        c.row0 as u32,
+                        scale.to_bits(),
+                        0,
+                        0,
+                    ];
                     let groups = ((w.cols / 32).div_ceil(64) as u32, n_tok as u32, 1);
                     let bufs = vec![c.buf.clone(), self.tokens.clone(), out.clone()];
                     self.dispatch(Kernel::Embed(w.ty), bufs, &p, groups);
@@ -363,13 +409,30 @@ impl<'a> Recorder<'a> {
                 // Invocations per row: as many as the row has 32-element units (rounded down to
                 // a power of two), at most 64; one with the barrier-free kernel.
                 let units = w.cols / 32;
-                let tpr = if self.row_per_invocation { 1 } else { (units + 1).next_power_of_two() / 2 };
+                let tpr = if self.row_per_invocation {
+                    1
+                } else {
+                    (units + 1).next_power_of_two() / 2
+                };
                 let tpr = tpr.clamp(1, 64);
                 let per_group = 64 / tpr;
-                let kernel = if self.row_per_invocation { Kernel::MatMulRows(w.ty) } else { Kernel::MatMul(w.ty) };
+                let kernel = if self.row_per_invocation {
+                    Kernel::MatMulRows(w.ty)
+                } else {
+                    Kernel::MatMul(w.ty)
+                };
                 for c in &w.chunks {
                     let (gx, gy) = grid(c.rows.div_ceil(per_group));
-                    let p = [c.rows as u32, w.cols as u32, rows as u32, w.row_bytes as u32, w.rows as u32, c.row0 as u32, gx, tpr as u32];
+                    let p = [
+                        c.rows as u32,
+                        w.cols as u32,
+                        rows as u32,
+                        w.row_bytes as u32,
+                        w.rows as u32,
+                        c.row0 as u32,
+                        gx,
+                        tpr as u32,
+                    ];
                     let bufs = vec![c.buf.clone(), x.clone(), out.clone()];
                     self.dispatch(kernel, bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
                 }
@@ -381,18 +444,52 @@ impl<'a> Recorder<'a> {
                 self.elementwise(8, x, Some(b), out, rows * cols, 0.0, cols);
             }
             Op::RmsNorm { x, w, eps, group } => {
-                self.norm(i, Kernel::RmsNorm, *x, w.as_ref(), None, *eps, *group, rows * cols)?;
+                self.norm(
+                    i,
+                    Kernel::RmsNorm,
+                    *x,
+                    w.as_ref(),
+                    None,
+                    *eps,
+                    *group,
+                    rows * cols,
+                )?;
             }
             Op::LayerNorm { x, w, b, eps } => {
-                self.norm(i, Kernel::LayerNorm, *x, w.as_ref(), b.as_ref(), *eps, cols, rows * cols)?;
+                self.norm(
+                    i,
+                    Kernel::LayerNorm,
+                    *x,
+                    w.as_ref(),
+                    b.as_ref(),
+                    *eps,
+                    cols,
+                    rows * cols,
+                )?;
             }
-            Op::Rope { x, head_dim, n_rot, base, neox, freq_factors } => {
+            Op::Rope {
+                x,
+                head_dim,
+                n_rot,
+                base,
+                neox,
+                freq_factors,
+            } => {
                 let inv = self.rope_table(*n_rot, *base, freq_factors.as_ref())?;
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
                 let n = rows * cols;
                 let (gx, gy) = grid(n.div_ceil(256));
-                let p = [n as u32, cols as u32, *head_dim as u32, *n_rot as u32, *neox as u32, gx * 256, 0, 0];
+                let p = [
+                    n as u32,
+                    cols as u32,
+                    *head_dim as u32,
+                    *n_rot as u32,
+                    *neox as u32,
+                    gx * 256,
+                    0,
+                    0,
+                ];
                 let bufs = vec![x, self.positions.clone(), inv, out];
                 self.dispatch(Kernel::Rope, bufs, &p, (gx, gy, 1));
             }
@@ -414,19 +511,37 @@ impl<'a> Recorder<'a> {
                         )));
                     }
                     if s.window.is_none() && pos as usize >= s.capacity {
-                        return Err(BackendError::ContextFull { seq, pos: pos as usize, capacity: s.capacity });
+                        return Err(BackendError::ContextFull {
+                            seq,
+                            pos: pos as usize,
+                            capacity: s.capacity,
+                        });
                     }
                 }
                 let kernel = match c.dtype {
                     KvDtype::F16 => Kernel::KvStoreF16,
                     KvDtype::F32 => Kernel::KvStoreF32,
                 };
-                let bufs = vec![self.input(*k)?, self.input(*v)?, self.positions.clone(), self.seqs.clone(), l.k.clone(), l.v.clone()];
+                let bufs = vec![
+                    self.input(*k)?,
+                    self.input(*v)?,
+                    self.positions.clone(),
+                    self.seqs.clone(),
+                    l.k.clone(),
+                    l.v.clone(),
+                ];
                 let p = [n_tok as u32, wk as u32, wv as u32, s.capacity as u32];
                 let groups = ((wk.max(wv) / 2).div_ceil(64) as u32, n_tok as u32, 1);
                 self.dispatch(kernel, bufs, &p, groups);
             }
-            Op::Attention { q, kv, layer, n_head, scale, .. } => {
+            Op::Attention {
+                q,
+                kv,
+                layer,
+                n_head,
+                scale,
+                ..
+            } => {
                 let c = self.cache(kv.0, *layer)?;
                 let l = &c.layers[*layer];
                 let s = &l.spec;
@@ -442,7 +557,9 @@ impl<'a> Recorder<'a> {
                     )));
                 }
                 for &pos in self.batch.positions {
-                    let span = s.window.map_or(pos as usize + 1, |w| w.min(pos as usize + 1));
+                    let span = s
+                        .window
+                        .map_or(pos as usize + 1, |w| w.min(pos as usize + 1));
                     if span > s.capacity {
                         return Err(invalid(format!(
                             "layer {layer}: position {pos} is outside the cache"
@@ -458,8 +575,18 @@ impl<'a> Recorder<'a> {
                 let out = self.output(i, rows * cols * 4);
                 let (gx, gy) = grid(n_tok * n_head);
                 let p = [
-                    *n_head as u32, n_kv as u32, hk as u32, hv as u32, s.capacity as u32,
-                    s.window.unwrap_or(0) as u32, scale.to_bits(), n_tok as u32, gx, 0, 0, 0,
+                    *n_head as u32,
+                    n_kv as u32,
+                    hk as u32,
+                    hv as u32,
+                    s.capacity as u32,
+                    s.window.unwrap_or(0) as u32,
+                    scale.to_bits(),
+                    n_tok as u32,
+                    gx,
+                    0,
+                    0,
+                    0,
                 ];
                 let bufs = vec![q, lk, lv, self.positions.clone(), self.seqs.clone(), out];
                 self.dispatch(kernel, bufs, &p, (gx, gy, 1));
@@ -474,7 +601,9 @@ impl<'a> Recorder<'a> {
             Op::Silu { x } => self.unary(i, 5, *x, 0.0, rows * cols)?,
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
-                    return Err(BackendError::Unsupported("softmax over more than 65535 rows".into()));
+                    return Err(BackendError::Unsupported(
+                        "softmax over more than 65535 rows".into(),
+                    ));
                 }
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
@@ -497,7 +626,9 @@ impl<'a> Recorder<'a> {
             }
             Op::TopK { x, k } => {
                 if rows > MAX_GROUPS as usize {
-                    return Err(BackendError::Unsupported("top-k over more than 65535 rows".into()));
+                    return Err(BackendError::Unsupported(
+                        "top-k over more than 65535 rows".into(),
+                    ));
                 }
                 let in_cols = graph.shape(*x).1;
                 let x = self.input(*x)?;
@@ -505,7 +636,13 @@ impl<'a> Recorder<'a> {
                 if self.pool.ids.len() <= i {
                     self.pool.ids.resize(i + 1, None);
                 }
-                let ids = ensure(&mut self.pool.ids[i], &self.gpu.device, (rows * k * 4) as u64, ACT, "top-k ids");
+                let ids = ensure(
+                    &mut self.pool.ids[i],
+                    &self.gpu.device,
+                    (rows * k * 4) as u64,
+                    ACT,
+                    "top-k ids",
+                );
                 let p = [in_cols as u32, *k as u32, 0, 0];
                 self.dispatch(Kernel::TopK, vec![x, vals, ids], &p, (rows as u32, 1, 1));
             }
@@ -570,16 +707,40 @@ impl<'a> Recorder<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn norm(&mut self, i: usize, kernel: Kernel, x: TensorId, w: Option<&Weight>, b: Option<&Weight>, eps: f32, group: usize, n: usize) -> Result<()> {
+    fn norm(
+        &mut self,
+        i: usize,
+        kernel: Kernel,
+        x: TensorId,
+        w: Option<&Weight>,
+        b: Option<&Weight>,
+        eps: f32,
+        group: usize,
+        n: usize,
+    ) -> Result<()> {
         let wb = w.map(|w| self.vector(w, group)).transpose()?;
         let bb = b.map(|b| self.vector(b, group)).transpose()?;
         let x = self.input(x)?;
         let out = self.output(i, n * 4);
         let n_groups = n / group;
         let (gx, gy) = grid(n_groups);
-        let p = [group as u32, n_groups as u32, eps.to_bits(), wb.is_some() as u32, bb.is_some() as u32, gx, 0, 0];
+        let p = [
+            group as u32,
+            n_groups as u32,
+            eps.to_bits(),
+            wb.is_some() as u32,
+            bb.is_some() as u32,
+            gx,
+            0,
+            0,
+        ];
         let dummy = self.pool.dummy.clone();
-        let bufs = vec![x, wb.unwrap_or_else(|| dummy.clone()), bb.unwrap_or(dummy), out];
+        let bufs = vec![
+            x,
+            wb.unwrap_or_else(|| dummy.clone()),
+            bb.unwrap_or(dummy),
+            out,
+        ];
         self.dispatch(kernel, bufs, &p, (gx, gy, 1));
         Ok(())
     }
@@ -587,7 +748,10 @@ impl<'a> Recorder<'a> {
     /// Encodes every command into one encoder, submits once and reads back the outputs.
     pub fn finish(self, graph: &Graph) -> Result<(Vec<Readback>, StepStats)> {
         let device = &self.gpu.device;
-        let mut stats = StepStats { submissions: 1, ..Default::default() };
+        let mut stats = StepStats {
+            submissions: 1,
+            ..Default::default()
+        };
         let params = ensure(
             &mut self.pool.params,
             device,
@@ -602,13 +766,22 @@ impl<'a> Recorder<'a> {
         // Compile what this step needs, then build its bind groups.
         let mut groups = Vec::with_capacity(self.cmds.len());
         for cmd in &self.cmds {
-            if let Cmd::Dispatch { kernel, bufs, params: off, .. } = cmd {
+            if let Cmd::Dispatch {
+                kernel,
+                bufs,
+                params: off,
+                ..
+            } = cmd
+            {
                 let pipeline = self.pipelines.get(device, *kernel);
                 let layout = pipeline.get_bind_group_layout(0);
                 let mut entries: Vec<wgpu::BindGroupEntry> = bufs
                     .iter()
                     .enumerate()
-                    .map(|(j, b)| wgpu::BindGroupEntry { binding: j as u32, resource: b.as_entire_binding() })
+                    .map(|(j, b)| wgpu::BindGroupEntry {
+                        binding: j as u32,
+                        resource: b.as_entire_binding(),
+                    })
                     .collect();
                 entries.push(wgpu::BindGroupEntry {
                     binding: bufs.len() as u32,
@@ -627,18 +800,34 @@ impl<'a> Recorder<'a> {
                 groups.push(None);
             }
         }
-        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("step") });
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("step"),
+        });
         let mut c = 0;
         while c < self.cmds.len() {
             match &self.cmds[c] {
-                Cmd::Copy { src, src_off, dst, dst_off, size } => {
+                Cmd::Copy {
+                    src,
+                    src_off,
+                    dst,
+                    dst_off,
+                    size,
+                } => {
                     enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *size);
                     stats.copies += 1;
                     c += 1;
                 }
                 Cmd::Dispatch { .. } => {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: None, timestamp_writes: None });
-                    while let Some(Cmd::Dispatch { kernel, groups: (x, y, z), .. }) = self.cmds.get(c) {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: None,
+                    });
+                    while let Some(Cmd::Dispatch {
+                        kernel,
+                        groups: (x, y, z),
+                        ..
+                    }) = self.cmds.get(c)
+                    {
                         pass.set_pipeline(self.pipelines.peek(*kernel));
                         pass.set_bind_group(0, groups[c].as_ref(), &[]);
                         pass.dispatch_workgroups(*x, *y, *z);
@@ -666,11 +855,15 @@ impl<'a> Recorder<'a> {
                 "readback",
             );
             if bytes > 0 {
-                let src = self.tensors[t.0 as usize].as_ref().ok_or_else(|| invalid("an output was never computed".into()))?;
+                let src = self.tensors[t.0 as usize]
+                    .as_ref()
+                    .ok_or_else(|| invalid("an output was never computed".into()))?;
                 enc.copy_buffer_to_buffer(src, 0, &st, 0, bytes);
                 stats.copies += 1;
                 if is_topk {
-                    let ids = self.pool.ids[t.0 as usize].as_ref().expect("top-k nodes have ids");
+                    let ids = self.pool.ids[t.0 as usize]
+                        .as_ref()
+                        .expect("top-k nodes have ids");
                     enc.copy_buffer_to_buffer(ids, 0, &st, bytes, bytes);
                     stats.copies += 1;
                 }
@@ -682,7 +875,9 @@ impl<'a> Recorder<'a> {
         #[cfg(not(target_arch = "wasm32"))]
         {
             if let Some(e) = super::device::block_on(scope.pop()) {
-                return Err(BackendError::Unsupported(format!("GPU validation error: {e}")));
+                return Err(BackendError::Unsupported(format!(
+                    "GPU validation error: {e}"
+                )));
             }
             let out = read_back(self.gpu, graph, &reads)?;
             Ok((out, stats))
@@ -730,8 +925,17 @@ fn read_back(
             (Vec::new(), Vec::new())
         };
         out.push(match node.op {
-            Op::TopK { k, .. } => Readback::TopK { rows: node.rows, k, ids: idv, values: vals },
-            _ => Readback::F32 { rows: node.rows, cols: node.cols, data: vals },
+            Op::TopK { k, .. } => Readback::TopK {
+                rows: node.rows,
+                k,
+                ids: idv,
+                values: vals,
+            },
+            _ => Readback::F32 {
+                rows: node.rows,
+                cols: node.cols,
+                data: vals,
+            },
         });
     }
     Ok(out)
