@@ -1,6 +1,7 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
 mod bench;
+mod devices;
 mod info;
 mod run;
 mod serve;
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
     Info(info::InfoArgs),
+    /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
+    Devices(devices::DevicesArgs),
     /// Print the token ids of a text (no BOS unless --bos).
     Tokenize(tokenize::TokenizeArgs),
     /// Generate text from a prompt, or chat interactively when no prompt is given.
@@ -40,6 +43,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Devices(a) => devices::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
