@@ -7,7 +7,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use weft_core::backend::cpu::{physical_cores, CpuBackend};
+use weft_core::backend::cpu::physical_cores;
+use weft_core::backend::{create_backend, BackendKind, BackendOptions};
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
@@ -17,9 +18,12 @@ pub struct BenchArgs {
     /// Path to a .gguf file.
     #[arg(long)]
     model: PathBuf,
-    /// Compute backend.
+    /// Compute backend: cpu or wgpu.
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// GPU adapter for --backend wgpu (an index from `weft devices`).
+    #[arg(long)]
+    gpu_device: Option<usize>,
     /// CPU threads (0: one per physical core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -73,10 +77,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         a.threads
     };
     let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
-    let backend = match a.backend.as_str() {
-        "cpu" => Box::new(CpuBackend::new(threads)),
-        other => bail!("backend {other:?} is not available (available: cpu)"),
-    };
+    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    let backend = create_backend(
+        kind,
+        &BackendOptions {
+            threads,
+            gpu_device: a.gpu_device,
+        },
+    )?;
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.n_prompt + a.n_gen + 1,
