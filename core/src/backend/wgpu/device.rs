@@ -53,7 +53,7 @@ fn summary(index: usize, a: &wgpu::Adapter) -> AdapterSummary {
         driver: format!("{} {}", info.driver, info.driver_info)
             .trim()
             .to_string(),
-        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size as u64,
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
         max_buffer_size: limits.max_buffer_size,
         max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
         max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,

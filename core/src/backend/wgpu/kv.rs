@@ -30,7 +30,7 @@ impl GpuKvCache {
         for (i, l) in spec.layers.iter().enumerate() {
             let wk = (l.n_kv_head * l.head_dim_k) as u64;
             let wv = (l.n_kv_head * l.head_dim_v) as u64;
-            if wk % 2 != 0 || wv % 2 != 0 {
+            if !wk.is_multiple_of(2) || !wv.is_multiple_of(2) {
                 return Err(BackendError::Unsupported(format!(
                     "layer {i}: key/value widths must be even for the GPU cache"
                 )));

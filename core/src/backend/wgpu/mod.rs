@@ -177,7 +177,7 @@ impl Backend for WgpuBackend {
         let c = GpuKvCache::new(
             &self.gpu.device,
             spec,
-            self.gpu.limits.max_storage_buffer_binding_size as u64,
+            self.gpu.limits.max_storage_buffer_binding_size,
         )?;
         self.caches.push(c);
         Ok(KvCacheId(self.caches.len() as u32 - 1))
