@@ -212,5 +212,5 @@ fn bad_input_gives_clear_errors() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("available: cpu"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected cpu or wgpu"));
 }
