@@ -52,7 +52,7 @@ pub struct ServeArgs {
     /// Most tokens per engine step (decode rows plus prompt chunks).
     #[arg(long, default_value_t = 256)]
     batch: usize,
-    /// Worker threads of the CPU backend (default: all cores).
+    /// Worker threads of the CPU backend (default: one per physical core).
     #[arg(long)]
     threads: Option<usize>,
     /// Name clients use for the model (default: the file name without .gguf).
@@ -191,11 +191,11 @@ fn load(a: &ServeArgs, st: &Shared) -> Result<Loaded> {
             None
         }
     };
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    // One thread per physical core, as `weft run` and `weft bench` default to: a second
+    // hyper-thread per core only adds contention for the same execution units.
+    let threads = a
+        .threads
+        .unwrap_or_else(weft_core::backend::cpu::physical_cores);
     let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
     let backend = create_backend(
         kind,
