@@ -148,7 +148,9 @@ try {
     const p2 = await browser.newPage();
     p2.on("pageerror", (e) => log("page error:", e.message));
     await p2.goto(`${base}/play/?backend=auto`);
-    assert.equal(await p2.evaluate(() => "gpu" in navigator), false, "WebGPU is unavailable here");
+    // Without --enable-unsafe-webgpu, Linux Chromium exposes no WebGPU adapter.
+    const noGpu = await p2.evaluate(async () => !navigator.gpu || !(await navigator.gpu.requestAdapter()));
+    assert.equal(noGpu, true, "WebGPU is unavailable here");
     await p2.waitForFunction(() => window.weftPage && document.getElementById("served").value !== "");
     await p2.click("#load");
     await p2.waitForFunction(() => window.weftLoad || document.querySelector(".notice.err:not([hidden])"), null, { timeout: LONG });

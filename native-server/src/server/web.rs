@@ -90,7 +90,11 @@ async fn page(rel: String) -> Response {
     if path.is_dir() {
         path.push("index.html");
     }
-    match tokio::fs::read(&path).await {
+    let p = path.clone();
+    let read = tokio::task::spawn_blocking(move || std::fs::read(p))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    match read {
         Ok(bytes) => (
             [
                 (header::CONTENT_TYPE, content_type(&path)),
