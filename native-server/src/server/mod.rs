@@ -15,6 +15,7 @@ mod sampling;
 mod state;
 mod think;
 mod ui;
+mod web;
 
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub fn router(state: Shared) -> Router {
         .merge(ollama::routes())
         .merge(ui::routes())
         .merge(ops::routes())
+        .merge(web::routes())
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),

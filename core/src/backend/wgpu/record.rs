@@ -1,6 +1,7 @@
 //! Recording a step: each graph node becomes one or more kernel dispatches (or buffer copies);
-//! [`Recorder::finish`] encodes them all into one command encoder, submits once, and reads
-//! back the graph's outputs.
+//! [`Recorder::submit`] encodes them all into one command encoder and submits once;
+//! [`Recorder::finish`] then reads back the graph's outputs (blocking; the browser awaits them
+//! through `super::pending` instead).
 
 use super::device::Gpu;
 use super::kv::GpuKvCache;
@@ -749,8 +750,9 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    /// Encodes every command into one encoder, submits once and reads back the outputs.
-    pub fn finish(self, graph: &Graph) -> Result<(Vec<Readback>, StepStats)> {
+    /// Encodes every command into one encoder and submits it once; the outputs are copied to
+    /// staging buffers, to be mapped by the caller (blocking natively, awaited in the browser).
+    pub fn submit(self, graph: &Graph) -> Result<(Submitted, StepStats)> {
         let device = &self.gpu.device;
         let mut stats = StepStats {
             submissions: 1,
@@ -876,24 +878,29 @@ impl<'a> Recorder<'a> {
             reads.push((*t, st, bytes, is_topk.then_some(bytes)));
         }
         self.gpu.queue.submit(Some(enc.finish()));
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            if let Some(e) = super::device::block_on(scope.pop()) {
-                return Err(BackendError::Unsupported(format!(
-                    "GPU validation error: {e}"
-                )));
-            }
-            let out = read_back(self.gpu, graph, &reads)?;
-            Ok((out, stats))
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            drop((scope, reads));
-            Err(BackendError::Unsupported(
-                "synchronous GPU readback is not available in the browser".into(),
-            ))
-        }
+        Ok((Submitted { reads, scope }, stats))
     }
+
+    /// Submits the step and reads the outputs back, blocking until the GPU is done.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn finish(self, graph: &Graph) -> Result<(Vec<Readback>, StepStats)> {
+        let gpu = self.gpu;
+        let (sub, stats) = self.submit(graph)?;
+        if let Some(e) = super::device::block_on(sub.scope.pop()) {
+            return Err(BackendError::Unsupported(format!(
+                "GPU validation error: {e}"
+            )));
+        }
+        let out = read_back(gpu, graph, &sub.reads)?;
+        Ok((out, stats))
+    }
+}
+
+/// A submitted step: the validation scope still open and the staging buffers its outputs are
+/// being copied to (output tensor, staging buffer, value bytes, id bytes of a top-k output).
+pub(super) struct Submitted {
+    pub reads: Vec<(TensorId, wgpu::Buffer, u64, Option<u64>)>,
+    pub scope: wgpu::ErrorScopeGuard,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -911,6 +918,15 @@ fn read_back(
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| BackendError::Unsupported(format!("GPU device lost or stalled: {e}")))?;
+    collect_mapped(graph, reads)
+}
+
+/// Copies the outputs out of their mapped staging buffers (every one with bytes must be
+/// mapped) and unmaps them.
+pub(super) fn collect_mapped(
+    graph: &Graph,
+    reads: &[(TensorId, wgpu::Buffer, u64, Option<u64>)],
+) -> Result<Vec<Readback>> {
     let mut out = Vec::with_capacity(reads.len());
     for (t, st, bytes, ids) in reads {
         let node = &graph.nodes[t.0 as usize];
