@@ -11,7 +11,7 @@ use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
 use crate::engine::{Engine, EngineError, Row};
-use crate::sampler::Sampler;
+use crate::sampler::{JsonConstraint, Sampler, TokenTexts};
 use crate::tokenizer::Tokenizer;
 
 /// Scheduler settings.
@@ -102,6 +102,8 @@ pub struct Scheduler {
     active: Vec<Sequence>,
     closing: bool,
     clock: u64,
+    /// Token texts for constrained decoding, built on the first request that needs them.
+    texts: Option<Arc<TokenTexts>>,
 }
 
 impl Scheduler {
@@ -144,6 +146,7 @@ impl Scheduler {
                 active: Vec::new(),
                 closing: false,
                 clock: 0,
+                texts: None,
             },
             handle,
         ))
@@ -233,7 +236,15 @@ impl Scheduler {
                 prompt_tokens: req.prompt.len(),
                 cached_tokens: reuse,
             };
-            let mut seq = Sequence::new(req, sampler, slot, reuse, submitted);
+            let constraint = req.json.clone().map(|schema| {
+                let tok = &self.tokenizer;
+                let texts = self
+                    .texts
+                    .get_or_insert_with(|| Arc::new(TokenTexts::new(tok)))
+                    .clone();
+                JsonConstraint::new(schema, texts)
+            });
+            let mut seq = Sequence::new(req, sampler, constraint, slot, reuse, submitted);
             if seq.req.sink.send(started) {
                 self.active.push(seq);
             } else {

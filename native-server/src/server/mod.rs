@@ -13,7 +13,9 @@ mod openapi;
 mod ops;
 mod sampling;
 mod state;
+mod structured;
 mod think;
+mod tools;
 mod ui;
 mod web;
 
