@@ -1,8 +1,9 @@
-//! vec_dot against the f64 dot of dequantized rows, SIMD against scalar, and the SIMD
-//! activation quantizers against llama.cpp's rounding, on random rows of every supported type.
+//! vec_dot against the f64 dot of dequantized rows, SIMD against scalar, and the activation
+//! quantizers (SIMD and portable) against llama.cpp's rounding, on random rows of every
+//! supported type.
 
 use super::*;
-use crate::quant::{dequantize_to_vec, quantize, quantize_scalar, quantize_to_vec};
+use crate::quant::{dequantize_to_vec, quantize, quantize_to_vec};
 
 struct Rng(u64);
 
@@ -181,28 +182,28 @@ fn llama_cpp_activation(ty: GgmlType, x: &[f32]) -> Vec<u8> {
 }
 
 #[test]
-fn simd_activation_quantizers_round_as_llama_cpp() {
+fn activation_quantizers_round_as_llama_cpp() {
     let mut rng = Rng(42);
     for ty in [GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::Q8_1] {
         for n in [256usize, 512, 4096] {
             let mut x = activation(n, &mut rng);
             // Exact ties: with amax 127 the scale is 1, so k + 0.5 sits on a rounding tie
-            // (half to even here, half away from zero in the scalar quantizer).
+            // (half to even here, half away from zero in GGML's reference quantizer).
             x[0] = 127.0;
             for (i, v) in x.iter_mut().enumerate().take(256).skip(1) {
                 *v = (i as f32 - 128.0) / 2.0;
             }
             x[300 % n] = 0.0;
             let size = n / ty.block_size() * ty.type_size();
-            let (mut fast, mut slow) = (vec![0u8; size], vec![0u8; size]);
-            quantize(ty, &x, &mut fast).unwrap();
-            quantize_scalar(ty, &x, &mut slow).unwrap();
-            if has_simd_kernel(GgmlType::Q4_0) {
-                assert_eq!(fast, llama_cpp_activation(ty, &x), "{ty} n={n}");
-                assert_ne!(fast, slow, "{ty} n={n}: the ties should round differently");
-            } else {
-                assert_eq!(fast, slow, "{ty} n={n}");
-            }
+            let (mut fast, mut portable, mut slow) =
+                (vec![0u8; size], vec![0u8; size], vec![0u8; size]);
+            quantize_activation_to(ty, &x, &mut fast).unwrap();
+            quantize_activation_portable(ty, &x, &mut portable);
+            quantize(ty, &x, &mut slow).unwrap();
+            let want = llama_cpp_activation(ty, &x);
+            assert_eq!(fast, want, "{ty} n={n}");
+            assert_eq!(portable, want, "{ty} n={n}: portable");
+            assert_ne!(fast, slow, "{ty} n={n}: the ties should round differently");
             // Either way both encode the same values to within one quantization step.
             let (a, b) = (
                 dequantize_to_vec(ty, &fast, n).unwrap(),
@@ -297,7 +298,11 @@ fn quantize_activation_uses_the_vec_dot_type() {
     let mut buf = Vec::new();
     for ty in TYPES {
         quantize_activation(ty, &x, &mut buf).unwrap();
-        assert_eq!(buf, quantize_to_vec(vec_dot_type(ty), &x).unwrap(), "{ty}");
+        let at = vec_dot_type(ty);
+        let mut want = vec![0u8; buf.len()];
+        quantize_activation_to(at, &x, &mut want).unwrap();
+        assert_eq!(buf, want, "{ty}");
+        assert_eq!(buf.len(), at.bytes_for(512).unwrap() as usize, "{ty}");
     }
     assert!(quantize_activation(GgmlType::Q4_K, &x[..100], &mut buf).is_err());
 }
