@@ -26,7 +26,10 @@ fn missing() -> Option<String> {
         return Some("node".into());
     }
     for (what, p) in [
-        ("chromium (apt-get install chromium)", PathBuf::from("/usr/bin/chromium")),
+        (
+            "chromium (apt-get install chromium)",
+            PathBuf::from("/usr/bin/chromium"),
+        ),
         (
             "playwright-core (npm ci in tests/browser)",
             root.join("tests/browser/node_modules/playwright-core"),
@@ -67,7 +70,8 @@ fn browser_end_to_end() {
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     println!("{stdout}");
     assert!(out.status.success(), "the browser test failed: {stdout}");
-    let figures: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
-        .expect("run.mjs prints a JSON summary");
+    let figures: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .expect("run.mjs prints a JSON summary");
     assert_eq!(figures["ok"], true);
 }

@@ -47,7 +47,11 @@ fn model_download_with_ranges_and_the_play_page() {
         ("bytes=100-1099", 100, 1099),
         (&format!("bytes={}-", size - 10), size - 10, size - 1),
         ("bytes=-4", size - 4, size - 1),
-        (&format!("bytes={}-{}", size - 3, size + 50), size - 3, size - 1),
+        (
+            &format!("bytes={}-{}", size - 3, size + 50),
+            size - 3,
+            size - 1,
+        ),
     ] {
         let (head, body) = raw(&server, "GET", &url, &[("Range", range)]);
         assert!(head.starts_with("http/1.1 206"), "{range}: {head}");
@@ -59,9 +63,17 @@ fn model_download_with_ranges_and_the_play_page() {
     }
 
     // Past the end: 416 with the size.
-    let (head, _) = raw(&server, "GET", &url, &[("Range", &format!("bytes={size}-"))]);
+    let (head, _) = raw(
+        &server,
+        "GET",
+        &url,
+        &[("Range", &format!("bytes={size}-"))],
+    );
     assert!(head.starts_with("http/1.1 416"), "{head}");
-    assert!(head.contains(&format!("content-range: bytes */{size}")), "{head}");
+    assert!(
+        head.contains(&format!("content-range: bytes */{size}")),
+        "{head}"
+    );
 
     // HEAD: headers only. The file name and `default` also name the model.
     let (head, body) = raw(&server, "HEAD", "/models/default/file", &[]);

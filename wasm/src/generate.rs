@@ -130,7 +130,13 @@ async fn run_inner(
         let rest = stops.finish();
         emit(&rest, &mut text);
     }
-    let rate = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1000.0 / ms } else { 0.0 };
+    let rate = |n: usize, ms: f64| {
+        if ms > 0.0 {
+            n as f64 * 1000.0 / ms
+        } else {
+            0.0
+        }
+    };
     js::to_js(&serde_json::json!({
         "text": text,
         "tokens": tokens,

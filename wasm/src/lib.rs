@@ -284,7 +284,11 @@ impl WeftEngine {
     /// Token ids of `text` as the model's tokenizer splits it (with its BOS rule).
     pub fn tokenize(&self, text: &str, special: Option<bool>) -> Result<Vec<u32>, JsValue> {
         let l = self.model()?;
-        Ok(generate::encode(&l.tokenizer, text, special.unwrap_or(false)))
+        Ok(generate::encode(
+            &l.tokenizer,
+            text,
+            special.unwrap_or(false),
+        ))
     }
 
     /// The text of token ids.

@@ -103,7 +103,11 @@ impl Engine {
     }
 
     /// [`prefill`](Self::prefill), awaiting each chunk.
-    pub async fn prefill_async(&mut self, seq: u32, tokens: &[u32]) -> Result<Vec<f32>, EngineError> {
+    pub async fn prefill_async(
+        &mut self,
+        seq: u32,
+        tokens: &[u32],
+    ) -> Result<Vec<f32>, EngineError> {
         if tokens.is_empty() {
             return Err(EngineError::Invalid("empty prompt".into()));
         }

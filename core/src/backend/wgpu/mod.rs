@@ -98,8 +98,10 @@ impl WgpuBackend {
 
     /// The backend on an open device.
     fn with_gpu(gpu: device::Gpu, opts: &WgpuOptions) -> Self {
-        let limit =
-            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        let limit = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
         // Leave room for the padding word a chunk carries (unaligned reads past the end).
         let mut max_chunk = limit.saturating_sub(16) & !3;
         if let Some(m) = opts.max_chunk_bytes {
