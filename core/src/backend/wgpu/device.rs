@@ -4,6 +4,7 @@
 //! Devices are opened with the adapter's own limits (not WebGPU's defaults), so the backend can
 //! use e.g. lavapipe's 128 MiB storage bindings; kernels themselves only rely on core WGSL.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::super::{BackendError, Result};
 
 /// What `weft devices` shows about an adapter.
