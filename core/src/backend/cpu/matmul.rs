@@ -123,18 +123,36 @@ fn quantized(
         ));
     }
     let act: &[u8] = act;
+    if n_tok == 1 {
+        // Token generation: each thread dots its contiguous row range in one call (one
+        // check and dispatch, rows streamed in order so the hardware prefetcher keeps up).
+        pool.run(&|tid| {
+            let out_ptr = &out_ptr;
+            let range = split_range(rows, nth, tid);
+            if range.is_empty() {
+                return;
+            }
+            // SAFETY: the threads' row ranges are disjoint parts of `out`.
+            let dst =
+                unsafe { std::slice::from_raw_parts_mut(out_ptr.0.add(range.start), range.len()) };
+            let wr = &w.data[range.start * row_bytes..range.end * row_bytes];
+            quant::dot::vec_dot_tile(w.ty, wr, act, cols, 1, dst);
+        });
+        return Ok(());
+    }
     pool.run(&|tid| {
         let out_ptr = &out_ptr;
+        let mut tile_out = vec![0f32; ROW_TILE * n_tok];
         for tile in split_range(tiles, nth, tid) {
             let r0 = tile * ROW_TILE;
             let r1 = (r0 + ROW_TILE).min(rows);
-            for t in 0..n_tok {
-                let a = &act[t * act_row..(t + 1) * act_row];
-                for r in r0..r1 {
-                    let wr = &w.data[r * row_bytes..(r + 1) * row_bytes];
-                    let v = quant::dot::vec_dot(w.ty, wr, a, cols);
+            let buf = &mut tile_out[..(r1 - r0) * n_tok];
+            let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
+            quant::dot::vec_dot_tile(w.ty, wr, act, cols, n_tok, buf);
+            for r in r0..r1 {
+                for t in 0..n_tok {
                     // SAFETY: each (t, r) is written by exactly one thread.
-                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                    unsafe { *out_ptr.0.add(t * rows + r) = buf[(r - r0) * n_tok + t] };
                 }
             }
         }

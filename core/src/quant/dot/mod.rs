@@ -165,6 +165,67 @@ pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut
     }
 }
 
+/// A tile of a matrix product: `out[r * n_tok + t]` = [`vec_dot`] of weight row `r` of
+/// `w_rows` (consecutive rows of `n` elements) with activation row `t` of `acts` (`n_tok`
+/// consecutive rows in [`vec_dot_type`]`(w)`). Checks and dispatches once for the whole tile;
+/// tokens are taken 4 at a time (one weight-block unpack per 4 tokens, on AVX2) with all rows
+/// of the tile inner, so 4 activation rows and the tile's weight rows stay in L1 cache.
+pub fn vec_dot_tile(
+    w: GgmlType,
+    w_rows: &[u8],
+    acts: &[u8],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) {
+    let row_bytes = w.bytes_for(n as u64).unwrap_or(0) as usize;
+    let act_bytes = vec_dot_type(w).bytes_for(n as u64).unwrap_or(0) as usize;
+    let n_rows = w_rows.len() / row_bytes.max(1);
+    assert!(
+        row_bytes > 0
+            && w_rows.len() == row_bytes * n_rows
+            && acts.len() == act_bytes * n_tok
+            && out.len() == n_rows * n_tok,
+        "vec_dot_tile: {n_rows} rows x {n_tok} tokens of {n} {w} elements: got {} weight, {} \
+         activation bytes and {} outputs",
+        w_rows.len(),
+        acts.len(),
+        out.len()
+    );
+    if out.is_empty() {
+        return;
+    }
+    check(w, row_bytes, &acts[..act_bytes], n);
+    let nb = n / w.block_size();
+    let mut t0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        if let Some(f) = avx2_multi_kernel(w) {
+            const K: usize = avx2_multi::COLS;
+            while t0 + K <= n_tok {
+                let cols: [&[u8]; K] =
+                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
+                for (r, row) in w_rows.chunks_exact(row_bytes).enumerate() {
+                    // SAFETY: features checked; every row and column has the checked length.
+                    let v = unsafe { f(row, cols, nb) };
+                    for (k, v) in v.into_iter().enumerate() {
+                        out[r * n_tok + t0 + k] = v;
+                    }
+                }
+                t0 += K;
+            }
+        }
+    }
+    let f = kernel(w);
+    for t in t0..n_tok {
+        let a = &acts[t * act_bytes..][..act_bytes];
+        for (r, row) in w_rows.chunks_exact(row_bytes).enumerate() {
+            // SAFETY: as in `vec_dot`.
+            out[r * n_tok + t] = unsafe { f(row, a, nb) };
+        }
+    }
+}
+
 /// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if
 /// this CPU and type have one; returns how many columns it filled.
 #[allow(unused_variables)]
