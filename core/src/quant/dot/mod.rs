@@ -219,11 +219,53 @@ pub fn vec_dot_tile(
     let f = kernel(w);
     for t in t0..n_tok {
         let a = &acts[t * act_bytes..][..act_bytes];
-        for (r, row) in w_rows.chunks_exact(row_bytes).enumerate() {
+        let r0 = rows_simd(w, w_rows, row_bytes, a, nb, n_tok, t, out);
+        for (r, row) in w_rows.chunks_exact(row_bytes).enumerate().skip(r0) {
             // SAFETY: as in `vec_dot`.
             out[r * n_tok + t] = unsafe { f(row, a, nb) };
         }
     }
+}
+
+/// Runs the 4-row SIMD kernel for activation row `t` over as many whole groups of 4 weight
+/// rows as there are, if this CPU and type have one, writing `out[r * n_tok + t]`; returns
+/// how many rows it filled.
+#[allow(unused_variables, clippy::too_many_arguments)]
+fn rows_simd(
+    w: GgmlType,
+    w_rows: &[u8],
+    row_bytes: usize,
+    act: &[u8],
+    nb: usize,
+    n_tok: usize,
+    t: usize,
+    out: &mut [f32],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        use GgmlType::*;
+        let f = match w {
+            Q8_0 => avx2_multi::rows_q8_0_q8_0,
+            Q4_0 => avx2_multi::rows_q4_0_q8_0,
+            Q5_0 => avx2_multi::rows_q5_0_q8_0,
+            _ => return 0,
+        };
+        const R: usize = avx2_multi::ROWS;
+        let n_rows = w_rows.len() / row_bytes;
+        let mut done = 0;
+        while done + R <= n_rows {
+            let rows: [&[u8]; R] =
+                std::array::from_fn(|k| &w_rows[(done + k) * row_bytes..][..row_bytes]);
+            // SAFETY: features checked; every row and the activation have the checked length.
+            let v = unsafe { f(rows, act, nb) };
+            for (k, v) in v.into_iter().enumerate() {
+                out[(done + k) * n_tok + t] = v;
+            }
+            done += R;
+        }
+        return done;
+    }
+    0
 }
 
 /// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if
