@@ -19,6 +19,7 @@ unsafe fn with_q8_0(
     nb: usize,
     size: usize,
     quants: impl Fn(*const u8) -> __m256i,
+    dot: impl Fn(__m256i, __m256i) -> __m256i,
 ) -> [f32; COLS] {
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
@@ -32,7 +33,7 @@ unsafe fn with_q8_0(
             let ba = py[k].add(i * 34);
             let d = _mm256_mul_ps(dw, f16x8_at(ba));
             let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
-            let p = dot_u8_i8(q_abs, _mm256_sign_epi8(qy, q));
+            let p = dot(q_abs, _mm256_sign_epi8(qy, q));
             acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
         }
     }
@@ -41,28 +42,6 @@ unsafe fn with_q8_0(
         out[k] = hsum_ps(acc[k]);
     }
     out
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 34, |b| {
-        _mm256_loadu_si256(b.add(2) as *const __m256i)
-    })
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 18, |b| {
-        _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8))
-    })
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 22, |b| {
-        let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-        _mm256_or_si256(nibbles_32(b.add(6)), clear)
-    })
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -205,6 +184,7 @@ unsafe fn rows_q8_0(
     nb: usize,
     size: usize,
     quants: impl Fn(*const u8) -> __m256i,
+    dot: impl Fn(__m256i, __m256i) -> __m256i,
 ) -> [f32; ROWS] {
     let px = xs.map(|x| x.as_ptr());
     let py = y.as_ptr();
@@ -217,7 +197,7 @@ unsafe fn rows_q8_0(
             let bw = px[r].add(i * size);
             let d = _mm256_mul_ps(f16x8_at(bw), da);
             let q = quants(bw);
-            let p = dot_u8_i8(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
+            let p = dot(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
         }
     }
@@ -225,23 +205,157 @@ unsafe fn rows_q8_0(
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q8_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q8_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(xs, y, nb, 34, |b| {
-        _mm256_loadu_si256(b.add(2) as *const __m256i)
-    })
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn rows_q8_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q4_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q4_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(xs, y, nb, 18, |b| {
-        _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8))
-    })
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn rows_q4_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q5_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q5_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(xs, y, nb, 22, |b| {
-        let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-        _mm256_or_si256(nibbles_32(b.add(6)), clear)
-    })
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn rows_q5_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+    )
 }

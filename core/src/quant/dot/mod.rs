@@ -84,6 +84,14 @@ pub(crate) fn has_avx2() -> bool {
         && is_x86_feature_detected!("f16c")
 }
 
+/// Whether the CPU also has AVX-VNNI (one-instruction u8×i8 dot into i32, used by some of
+/// the 4-row / 4-token kernels; integer results are the same as with AVX2).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn has_avx_vnni() -> bool {
+    is_x86_feature_detected!("avxvnni")
+}
+
 /// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
 /// because SIMD kernels need CPU features; [`kernel`] only hands out ones this CPU has.
 type KernelFn = unsafe fn(&[u8], &[u8], usize) -> f32;
@@ -244,10 +252,14 @@ fn rows_simd(
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         use GgmlType::*;
-        let f = match w {
-            Q8_0 => avx2_multi::rows_q8_0_q8_0,
-            Q4_0 => avx2_multi::rows_q4_0_q8_0,
-            Q5_0 => avx2_multi::rows_q5_0_q8_0,
+        let vnni = has_avx_vnni();
+        let f = match (w, vnni) {
+            (Q8_0, false) => avx2_multi::rows_q8_0_q8_0,
+            (Q8_0, true) => avx2_multi::rows_q8_0_q8_0_vnni,
+            (Q4_0, false) => avx2_multi::rows_q4_0_q8_0,
+            (Q4_0, true) => avx2_multi::rows_q4_0_q8_0_vnni,
+            (Q5_0, false) => avx2_multi::rows_q5_0_q8_0,
+            (Q5_0, true) => avx2_multi::rows_q5_0_q8_0_vnni,
             _ => return 0,
         };
         const R: usize = avx2_multi::ROWS;
@@ -305,7 +317,11 @@ fn avx2_multi_kernel(
     w: GgmlType,
 ) -> Option<unsafe fn(&[u8], [&[u8]; avx2_multi::COLS], usize) -> [f32; avx2_multi::COLS]> {
     use GgmlType::*;
+    let vnni = has_avx_vnni();
     Some(match w {
+        Q4_0 if vnni => avx2_multi::q4_0_q8_0_vnni,
+        Q5_0 if vnni => avx2_multi::q5_0_q8_0_vnni,
+        Q8_0 if vnni => avx2_multi::q8_0_q8_0_vnni,
         Q4_0 => avx2_multi::q4_0_q8_0,
         Q4_1 => avx2_multi::q4_1_q8_1,
         Q5_0 => avx2_multi::q5_0_q8_0,
