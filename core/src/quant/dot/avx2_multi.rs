@@ -216,7 +216,7 @@ pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q8_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
     with_q8_0(
         x,
@@ -224,7 +224,7 @@ pub(super) unsafe fn q8_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [
         nb,
         34,
         |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }
 
@@ -240,7 +240,7 @@ pub(super) unsafe fn rows_q8_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q8_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
     rows_q8_0(
         xs,
@@ -248,7 +248,7 @@ pub(super) unsafe fn rows_q8_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize)
         nb,
         34,
         |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }
 
@@ -264,7 +264,7 @@ pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
     with_q8_0(
         x,
@@ -272,7 +272,7 @@ pub(super) unsafe fn q4_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [
         nb,
         18,
         |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }
 
@@ -288,7 +288,7 @@ pub(super) unsafe fn rows_q4_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q4_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
     rows_q8_0(
         xs,
@@ -296,7 +296,7 @@ pub(super) unsafe fn rows_q4_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize)
         nb,
         18,
         |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }
 
@@ -315,7 +315,7 @@ pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q5_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
     with_q8_0(
         x,
@@ -326,7 +326,7 @@ pub(super) unsafe fn q5_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [
             let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
             _mm256_or_si256(nibbles_32(b.add(6)), clear)
         },
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }
 
@@ -345,7 +345,7 @@ pub(super) unsafe fn rows_q5_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [
     )
 }
 
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn rows_q5_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
     rows_q8_0(
         xs,
@@ -356,6 +356,6 @@ pub(super) unsafe fn rows_q5_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize)
             let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
             _mm256_or_si256(nibbles_32(b.add(6)), clear)
         },
-        |u, s| _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s),
+        |u, s| dot_u8_i8_vnni(u, s),
     )
 }

@@ -89,7 +89,19 @@ pub(crate) fn has_avx2() -> bool {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn has_avx_vnni() -> bool {
-    is_x86_feature_detected!("avxvnni")
+    use std::sync::OnceLock;
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    // CPUID leaf 7 sub-leaf 1, EAX bit 4 (read directly: the `avxvnni` detection name needs
+    // a newer Rust than the crate's minimum); YMM state support is implied by `has_avx2`.
+    *VNNI.get_or_init(|| {
+        // SAFETY: CPUID is available on every x86_64 CPU; leaf 7 is checked against the max.
+        // (`__cpuid_count` is safe in newer Rust, unsafe in the crate's minimum version.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            use std::arch::x86_64::__cpuid_count;
+            has_avx2() && __cpuid_count(0, 0).eax >= 7 && (__cpuid_count(7, 1).eax >> 4) & 1 == 1
+        }
+    })
 }
 
 /// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
