@@ -12,10 +12,13 @@
 
 pub mod cpu;
 mod graph;
+mod select;
+pub mod wgpu;
 
 use std::sync::Arc;
 
 pub use graph::{Graph, Node, Op, TensorId};
+pub use select::{create_backend, BackendKind, BackendOptions};
 
 /// The `k` largest logits of a row with their ids, best first (for host-side reporting).
 pub fn top_k_host(row: &[f32], k: usize) -> Vec<(u32, f32)> {

@@ -1,9 +1,11 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
+mod bench;
+mod devices;
 mod info;
 mod run;
-mod tokenize;
 mod serve;
+mod tokenize;
 
 use std::process::ExitCode;
 
@@ -24,10 +26,14 @@ struct Cli {
 enum Command {
     /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
     Info(info::InfoArgs),
+    /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
+    Devices(devices::DevicesArgs),
     /// Print the token ids of a text (no BOS unless --bos).
     Tokenize(tokenize::TokenizeArgs),
     /// Generate text from a prompt, or chat interactively when no prompt is given.
     Run(run::RunArgs),
+    /// Measure prompt-processing and generation speed (like llama-bench).
+    Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(serve::ServeArgs),
 }
@@ -37,9 +43,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Devices(a) => devices::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weft_core::backend::cpu::CpuBackend;
-use weft_core::backend::{Backend, KvDtype};
+use weft_core::backend::{create_backend, BackendKind, BackendOptions, KvDtype};
 use weft_core::chat::ChatTemplate;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
@@ -32,9 +31,12 @@ pub struct ServeArgs {
     host: String,
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Compute backend.
+    /// Compute backend: cpu or wgpu.
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// GPU adapter for --backend wgpu (an index from `weft devices`).
+    #[arg(long)]
+    gpu_device: Option<usize>,
     /// Context length per sequence, in tokens.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
@@ -83,12 +85,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    if a.backend != "cpu" {
-        bail!(
-            "backend {:?} is not available in this build (available: cpu)",
-            a.backend
-        );
-    }
+    let _: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
     if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 {
         bail!("--ctx must be at least 16, and --parallel, --batch and --queue positive");
     }
@@ -199,7 +196,14 @@ fn load(a: &ServeArgs, st: &Shared) -> Result<Loaded> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let backend: Box<dyn Backend> = Box::new(CpuBackend::new(threads));
+    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    let backend = create_backend(
+        kind,
+        &BackendOptions {
+            threads,
+            gpu_device: a.gpu_device,
+        },
+    )?;
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.ctx,

@@ -1,0 +1,137 @@
+//! Finding GPU adapters and opening a device on one.
+//!
+//! The instance honours `WGPU_BACKEND` (e.g. `vulkan`, `gl`) and the other `WGPU_*` variables.
+//! Devices are opened with the adapter's own limits (not WebGPU's defaults), so the backend can
+//! use e.g. lavapipe's 128 MiB storage bindings; kernels themselves only rely on core WGSL.
+
+use super::super::{BackendError, Result};
+
+/// What `weft devices` shows about an adapter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSummary {
+    /// Index to pass as `--gpu-device`.
+    pub index: usize,
+    pub name: String,
+    /// Graphics API (`Vulkan`, `Metal`, `Dx12`, `Gl`, `BrowserWebGpu`).
+    pub backend: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `VirtualGpu`, `Cpu` or `Other`.
+    pub device_type: String,
+    pub driver: String,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_buffer_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    /// `shader-f16` is available.
+    pub f16: bool,
+    /// Subgroup operations are available, with these sizes.
+    pub subgroups: Option<(u32, u32)>,
+}
+
+/// The one-line message for a machine without any usable adapter.
+pub const NO_ADAPTER: &str = "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver); \
+install one (on Linux without a GPU: mesa-vulkan-drivers) or use --backend cpu";
+
+pub(super) fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub(super) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
+
+fn summary(index: usize, a: &wgpu::Adapter) -> AdapterSummary {
+    let info = a.get_info();
+    let limits = a.limits();
+    let features = a.features();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: format!("{} {}", info.driver, info.driver_info)
+            .trim()
+            .to_string(),
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+        max_buffer_size: limits.max_buffer_size,
+        max_storage_buffers_per_shader_stage: limits.max_storage_buffers_per_shader_stage,
+        max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+        max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        f16: features.contains(wgpu::Features::SHADER_F16),
+        subgroups: features
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some((info.subgroup_min_size, info.subgroup_max_size)),
+    }
+}
+
+/// Every adapter the instance can reach (native only).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    let inst = instance();
+    block_on(inst.enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .enumerate()
+        .map(|(i, a)| summary(i, a))
+        .collect()
+}
+
+/// An open device.
+pub(super) struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub summary: AdapterSummary,
+    pub limits: wgpu::Limits,
+}
+
+/// Opens adapter `index` (as listed by [`list_adapters`]), or the default high-performance one.
+#[cfg(not(target_arch = "wasm32"))]
+pub(super) fn open(index: Option<usize>) -> Result<Gpu> {
+    let inst = instance();
+    let (i, adapter) = match index {
+        Some(i) => {
+            let all = block_on(inst.enumerate_adapters(wgpu::Backends::all()));
+            let n = all.len();
+            if n == 0 {
+                return Err(BackendError::Unsupported(NO_ADAPTER.into()));
+            }
+            let a = all.into_iter().nth(i).ok_or_else(|| {
+                BackendError::Unsupported(format!(
+                    "--gpu-device {i}: there are only {n} adapters (see `weft devices`)"
+                ))
+            })?;
+            (i, a)
+        }
+        None => {
+            let opts = wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            };
+            let a = block_on(inst.request_adapter(&opts))
+                .map_err(|_| BackendError::Unsupported(NO_ADAPTER.into()))?;
+            (0, a)
+        }
+    };
+    let summary = summary(i, &adapter);
+    let limits = adapter.limits();
+    let desc = wgpu::DeviceDescriptor {
+        label: Some("weft"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        ..Default::default()
+    };
+    let (device, queue) = block_on(adapter.request_device(&desc)).map_err(|e| {
+        BackendError::Unsupported(format!(
+            "cannot open a device on {}: {e}; try --backend cpu",
+            summary.name
+        ))
+    })?;
+    Ok(Gpu {
+        device,
+        queue,
+        summary,
+        limits,
+    })
+}

@@ -1,0 +1,213 @@
+//! The wgpu backend: every op of a step graph as a WGSL kernel (from `weft-shaders`), on any
+//! GPU wgpu reaches natively (Vulkan, Metal, DX12, GL) and on software Vulkan (Mesa lavapipe).
+//!
+//! - Weights are uploaded once, as they are in the file (quantized blocks stay quantized;
+//!   kernels dequantize on the fly). A tensor larger than the adapter's storage binding limit is
+//!   split by rows into several buffers, each product/gather dispatched once per chunk. Types
+//!   without a kernel dequantizer are converted to f32 at load.
+//! - [`Backend::execute`] records the whole step — all layers, all rows — into one command
+//!   encoder with one submission, and reads back only the graph's outputs (logits, or the top-k
+//!   ids and values when the graph ends in `TopK`). Pipelines are compiled once and cached.
+//! - Kernels use only core WGSL (f16 through `pack2x16float`/`unpack2x16float`, no subgroups),
+//!   so the same code runs on every adapter; at most 7 storage buffers per stage and 256
+//!   invocations per workgroup.
+
+// In the browser the device is opened asynchronously by the wasm crate.
+#![cfg_attr(target_arch = "wasm32", allow(dead_code))]
+
+mod device;
+mod kv;
+mod pipelines;
+mod record;
+mod weights;
+
+use std::sync::Arc;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use device::list_adapters;
+pub use device::{AdapterSummary, NO_ADAPTER};
+
+use self::kv::GpuKvCache;
+use self::pipelines::Pipelines;
+use self::weights::GpuWeight;
+use super::{
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Readback, Result, StepBatch, Weight,
+};
+use crate::gguf::ModelFile;
+
+/// Settings of the wgpu backend.
+#[derive(Clone, Debug, Default)]
+pub struct WgpuOptions {
+    /// Adapter index (as listed by `weft devices`); None picks the default high-performance one.
+    pub device_index: Option<usize>,
+    /// Largest buffer a weight chunk may take, below the adapter's limit (tests use this to
+    /// exercise split tensors on small weights).
+    pub max_chunk_bytes: Option<u64>,
+    /// Matrix-product kernel: None picks by adapter (one row per invocation on CPU adapters,
+    /// where barriers are costly; cooperative rows with a workgroup reduction on GPUs).
+    pub matmul: Option<MatMulKernel>,
+}
+
+/// The two forms of the matrix-product kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MatMulKernel {
+    /// Several invocations per row, partial sums reduced in workgroup memory.
+    Cooperative,
+    /// One invocation per row, no barriers.
+    RowPerInvocation,
+}
+
+/// Work done by the last step, for benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepStats {
+    /// Compute dispatches.
+    pub dispatches: usize,
+    /// Buffer-to-buffer copies (row selection, readback).
+    pub copies: usize,
+    /// Command submissions.
+    pub submissions: usize,
+    /// Bytes read back to the host.
+    pub readback_bytes: usize,
+}
+
+/// The wgpu backend.
+pub struct WgpuBackend {
+    gpu: device::Gpu,
+    pipelines: Pipelines,
+    weights: Vec<GpuWeight>,
+    caches: Vec<GpuKvCache>,
+    pool: record::BufferPool,
+    max_chunk: u64,
+    row_per_invocation: bool,
+    stats: StepStats,
+}
+
+impl WgpuBackend {
+    /// Opens the adapter chosen by `opts`. Fails with a one-line message (suggesting
+    /// `--backend cpu`) when there is no adapter.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new(opts: &WgpuOptions) -> Result<Self> {
+        let gpu = device::open(opts.device_index)?;
+        let limit =
+            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        // Leave room for the padding word a chunk carries (unaligned reads past the end).
+        let mut max_chunk = limit.saturating_sub(16) & !3;
+        if let Some(m) = opts.max_chunk_bytes {
+            max_chunk = max_chunk.min(m);
+        }
+        let pool = record::BufferPool::new(&gpu.device);
+        let row_per_invocation = match opts.matmul {
+            Some(k) => k == MatMulKernel::RowPerInvocation,
+            None => gpu.summary.device_type == "Cpu",
+        };
+        Ok(WgpuBackend {
+            gpu,
+            pipelines: Pipelines::default(),
+            weights: Vec::new(),
+            caches: Vec::new(),
+            pool,
+            max_chunk,
+            row_per_invocation,
+            stats: StepStats::default(),
+        })
+    }
+
+    /// The adapter in use.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.gpu.summary
+    }
+
+    /// Counts of the last executed step.
+    pub fn last_step_stats(&self) -> StepStats {
+        self.stats
+    }
+
+    /// Pipelines compiled so far.
+    pub fn pipelines_compiled(&self) -> usize {
+        self.pipelines.len()
+    }
+
+    /// Buffers a weight was split into (1 unless it exceeds a binding).
+    pub fn weight_chunks(&self, w: &Weight) -> usize {
+        self.weights
+            .get(w.id as usize)
+            .map_or(0, |g| g.chunks.len())
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn load_weight(&mut self, file: &Arc<ModelFile>, name: &str) -> Result<Weight> {
+        let info = file
+            .gguf
+            .tensor(name)
+            .ok_or_else(|| BackendError::MissingTensor(name.to_string()))?;
+        let cols = info.dims.first().copied().unwrap_or(1) as usize;
+        let rows = info.n_rows() as usize;
+        let range = file.gguf.tensor_range(info);
+        let bytes = file
+            .bytes()
+            .get(range.start as usize..range.end as usize)
+            .ok_or_else(|| BackendError::BadTensor {
+                name: name.to_string(),
+                message: "data lies outside the file".into(),
+            })?;
+        let w = GpuWeight::upload(
+            &self.gpu.device,
+            name,
+            info.ty,
+            cols,
+            rows,
+            bytes,
+            self.max_chunk,
+        )?;
+        self.weights.push(w);
+        Ok(Weight {
+            id: self.weights.len() as u32 - 1,
+            ty: info.ty,
+            cols,
+            rows,
+        })
+    }
+
+    fn create_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<KvCacheId> {
+        let c = GpuKvCache::new(
+            &self.gpu.device,
+            spec,
+            self.gpu.limits.max_storage_buffer_binding_size,
+        )?;
+        self.caches.push(c);
+        Ok(KvCacheId(self.caches.len() as u32 - 1))
+    }
+
+    fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
+        let n = graph.n_tokens;
+        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
+            return Err(BackendError::InvalidStep(format!(
+                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
+                batch.tokens.len(),
+                batch.positions.len(),
+                batch.seqs.len()
+            )));
+        }
+        let mut rec = record::Recorder::new(
+            &self.gpu,
+            &mut self.pipelines,
+            &self.weights,
+            &self.caches,
+            &mut self.pool,
+            batch,
+            graph,
+            self.row_per_invocation,
+        )?;
+        for i in 0..graph.nodes.len() {
+            rec.node(graph, i)?;
+        }
+        let (out, stats) = rec.finish(graph)?;
+        self.stats = stats;
+        Ok(out)
+    }
+}

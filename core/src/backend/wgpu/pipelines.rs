@@ -1,0 +1,108 @@
+//! Compute pipelines, compiled once per (kernel, weight type, entry point) and cached.
+
+use std::collections::HashMap;
+
+use crate::dtype::GgmlType;
+
+/// A kernel variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Kernel {
+    MatMul(GgmlType),
+    /// One invocation per row, no barriers (CPU adapters).
+    MatMulRows(GgmlType),
+    Embed(GgmlType),
+    Elementwise,
+    RmsNorm,
+    LayerNorm,
+    Rope,
+    KvStoreF16,
+    KvStoreF32,
+    AttentionF16,
+    AttentionF32,
+    Softmax,
+    TopK,
+    /// Activation quantize-dequantize to Q8_0/Q8_1 values.
+    ActQ8_0,
+    /// Activation quantize-dequantize to Q8_K values.
+    ActQ8K,
+}
+
+/// The `quant.wgsl` suffix of a weight type the kernels read directly, if any.
+pub(super) fn quant_name(ty: GgmlType) -> Option<&'static str> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => "f32",
+        F16 => "f16",
+        Q4_0 => "q4_0",
+        Q4_1 => "q4_1",
+        Q5_0 => "q5_0",
+        Q8_0 => "q8_0",
+        Q4_K => "q4_k",
+        Q5_K => "q5_k",
+        Q6_K => "q6_k",
+        _ => return None,
+    })
+}
+
+impl Kernel {
+    /// (source, entry point).
+    fn source(self) -> (String, &'static str) {
+        use weft_shaders as s;
+        let ty = |t: GgmlType| quant_name(t).expect("weights are converted to a kernel type");
+        match self {
+            Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
+            Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
+            Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),
+            Kernel::Elementwise => (s::ELEMENTWISE.into(), "main"),
+            Kernel::RmsNorm => (s::NORM.into(), "rms_norm"),
+            Kernel::LayerNorm => (s::NORM.into(), "layer_norm"),
+            Kernel::Rope => (s::ROPE.into(), "main"),
+            Kernel::KvStoreF16 => (s::KV.into(), "store_f16"),
+            Kernel::KvStoreF32 => (s::KV.into(), "store_f32"),
+            Kernel::AttentionF16 => (s::ATTENTION.into(), "attn_f16"),
+            Kernel::AttentionF32 => (s::ATTENTION.into(), "attn_f32"),
+            Kernel::Softmax => (s::SOFTMAX.into(), "main"),
+            Kernel::TopK => (s::TOPK.into(), "main"),
+            Kernel::ActQ8_0 => (s::ACTQUANT.into(), "q8_0"),
+            Kernel::ActQ8K => (s::ACTQUANT.into(), "q8_k"),
+        }
+    }
+}
+
+/// The pipeline cache.
+#[derive(Default)]
+pub(super) struct Pipelines {
+    map: HashMap<Kernel, wgpu::ComputePipeline>,
+}
+
+impl Pipelines {
+    /// The pipeline of `k`, compiled on first use.
+    pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> &wgpu::ComputePipeline {
+        self.map.entry(k).or_insert_with(|| {
+            let (src, entry) = k.source();
+            let label = format!("{k:?}");
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&label),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&label),
+                layout: None,
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        })
+    }
+
+    /// An already compiled pipeline (see [`Pipelines::get`]).
+    pub fn peek(&self, k: Kernel) -> &wgpu::ComputePipeline {
+        &self.map[&k]
+    }
+
+    /// Pipelines compiled so far.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}

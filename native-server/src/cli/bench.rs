@@ -1,0 +1,172 @@
+//! `weft bench`: prompt-processing and generation speed, measured like `llama-bench`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde_json::json;
+use weft_core::backend::cpu::physical_cores;
+use weft_core::backend::{create_backend, BackendKind, BackendOptions};
+use weft_core::engine::{Engine, EngineConfig};
+use weft_core::gguf::ModelFile;
+use weft_core::kv_cache::KvCacheConfig;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Path to a .gguf file.
+    #[arg(long)]
+    model: PathBuf,
+    /// Compute backend: cpu or wgpu.
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// GPU adapter for --backend wgpu (an index from `weft devices`).
+    #[arg(long)]
+    gpu_device: Option<usize>,
+    /// CPU threads (0: one per physical core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Prompt tokens processed in one batch (0 skips the prompt test).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
+    n_prompt: usize,
+    /// Tokens generated one at a time (0 skips the generation test).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    n_gen: usize,
+    /// Repetitions (median, min and max are reported).
+    #[arg(short = 'r', long = "reps", default_value_t = 5)]
+    reps: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Median, min and max of a list of rates.
+fn summary(xs: &[f64]) -> serde_json::Value {
+    if xs.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    json!({"median": median, "min": s[0], "max": s[s.len() - 1]})
+}
+
+/// Peak resident set size of this process, from /proc (None where there is no /proc).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    if a.reps == 0 {
+        bail!("-r must be at least 1");
+    }
+    if a.n_prompt == 0 && a.n_gen == 0 {
+        bail!("nothing to measure: -p and -n are both 0");
+    }
+    let threads = if a.threads == 0 {
+        physical_cores()
+    } else {
+        a.threads
+    };
+    let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
+    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    let backend = create_backend(
+        kind,
+        &BackendOptions {
+            threads,
+            gpu_device: a.gpu_device,
+        },
+    )?;
+    let cfg = EngineConfig {
+        kv: KvCacheConfig {
+            n_ctx: a.n_prompt + a.n_gen + 1,
+            n_seq: 1,
+            ..Default::default()
+        },
+        max_batch: a.n_prompt.max(1),
+    };
+    let mut engine =
+        Engine::load(file, backend, cfg, &mut |_, _| {}).context("loading the model")?;
+    let vocab = engine.model_info().n_vocab as u64;
+    // Token ids spread over the vocabulary, as llama-bench's random prompt; fixed for repeatability.
+    let token = |i: usize| ((i as u64 * 7919 + 13) % vocab) as u32;
+    let prompt: Vec<u32> = (0..a.n_prompt).map(token).collect();
+
+    let once = |engine: &mut Engine| -> Result<(Option<f64>, Option<f64>)> {
+        let seq = engine.new_sequence()?;
+        let mut pp = None;
+        if a.n_prompt > 0 {
+            let t = Instant::now();
+            engine.prefill(seq, &prompt)?;
+            pp = Some(a.n_prompt as f64 / t.elapsed().as_secs_f64());
+        } else {
+            engine.prefill(seq, &[token(0)])?;
+        }
+        let mut tg = None;
+        if a.n_gen > 0 {
+            let t = Instant::now();
+            for i in 0..a.n_gen {
+                engine.decode(seq, token(a.n_prompt + i + 1))?;
+            }
+            tg = Some(a.n_gen as f64 / t.elapsed().as_secs_f64());
+        }
+        engine.free_sequence(seq)?;
+        Ok((pp, tg))
+    };
+    once(&mut engine)?; // warm-up: page in the weights, as llama-bench does
+    let (mut pps, mut tgs) = (Vec::new(), Vec::new());
+    for _ in 0..a.reps {
+        let (pp, tg) = once(&mut engine)?;
+        pps.extend(pp);
+        tgs.extend(tg);
+    }
+    let out = json!({
+        "engine": "weft",
+        "version": env!("CARGO_PKG_VERSION"),
+        "model": a.model.display().to_string(),
+        "backend": a.backend,
+        "threads": threads,
+        "n_prompt": a.n_prompt,
+        "n_gen": a.n_gen,
+        "reps": a.reps,
+        "prompt_tokens_per_s": summary(&pps),
+        "gen_tokens_per_s": summary(&tgs),
+        "peak_rss_bytes": peak_rss_bytes(),
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!(
+            "model: {}  backend: {}  threads: {threads}",
+            a.model.display(),
+            a.backend
+        );
+        for (name, key, n) in [
+            ("pp", "prompt_tokens_per_s", a.n_prompt),
+            ("tg", "gen_tokens_per_s", a.n_gen),
+        ] {
+            let s = &out[key];
+            if !s.is_null() {
+                println!(
+                    "{name}{n:<6} {:>10.2} t/s  (min {:.2}, max {:.2}, {} reps)",
+                    s["median"].as_f64().unwrap_or(0.0),
+                    s["min"].as_f64().unwrap_or(0.0),
+                    s["max"].as_f64().unwrap_or(0.0),
+                    a.reps
+                );
+            }
+        }
+        if let Some(rss) = peak_rss_bytes() {
+            println!("peak RSS: {:.1} MB", rss as f64 / 1e6);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! Every WGSL module the wgpu backend can build parses and validates with naga (no GPU needed).
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+#[test]
+fn every_module_parses_and_validates() {
+    let modules = weft_shaders::all_modules();
+    // 9 weight types × (matmul, embed) + 8 other kernel families.
+    assert_eq!(modules.len(), 2 * weft_shaders::QUANT_TYPES.len() + 8);
+    let mut failures = Vec::new();
+    for (name, src) in &modules {
+        let module = match naga::front::wgsl::parse_str(src) {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(format!("{name}: parse: {}", e.emit_to_string(src)));
+                continue;
+            }
+        };
+        // Only core WGSL, so the modules run on every adapter. pack2x16float/unpack2x16float
+        // are core WebGPU; naga lists them as a capability only because a few GL ES drivers
+        // lack them (wgpu enables it wherever WebGPU-conformant).
+        let caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        let mut v = Validator::new(ValidationFlags::all(), caps);
+        if let Err(e) = v.validate(&module) {
+            failures.push(format!("{name}: validate: {}", e.emit_to_string(src)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_wgsl_file_is_used() {
+    // A .wgsl file added to wgsl/ must be wired into all_modules (and so validated).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wgsl");
+    let all: String = weft_shaders::all_modules()
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            all.contains(&text),
+            "{} is not part of any validated module",
+            path.display()
+        );
+    }
+}

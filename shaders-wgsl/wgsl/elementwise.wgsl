@@ -1,0 +1,65 @@
+// Element-wise ops on f32 tensors: out[i] = f(a[i], b[i]). One kernel, the op chosen by
+// `p.op` (uniform across the dispatch, so there is no divergence):
+//   0 add, 1 mul, 2 scale (a·s), 3 soft-cap (s·tanh(a/s)), 4 GELU, 5 SiLU,
+//   6 GeGLU (gelu(a)·b), 7 SwiGLU (silu(a)·b), 8 bias (a + b[i mod cols]).
+// Unary ops bind `a` as `b` too. Invocations are spread over x and y (dispatch limits).
+
+struct Params {
+    n: u32,
+    op: u32,
+    s: f32,
+    cols: u32,
+    stride_y: u32, // invocations per y step (workgroups along x · 256)
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+fn to_f16(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
+// GELU (tanh approximation) as the CPU backend computes it: the input rounded to f16, the
+// result rounded to f16, saturating outside ±10.
+fn gelu(v: f32) -> f32 {
+    if (v <= -10.0) {
+        return 0.0;
+    }
+    if (v >= 10.0) {
+        return v;
+    }
+    let xh = to_f16(v);
+    let g = 0.5 * xh * (1.0 + tanh(0.7978846 * xh * (1.0 + 0.044715 * xh * xh)));
+    return to_f16(g);
+}
+
+fn silu(v: f32) -> f32 {
+    return v / (1.0 + exp(-v));
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * p.stride_y;
+    if (i >= p.n) {
+        return;
+    }
+    let x = a[i];
+    var r: f32;
+    switch p.op {
+        case 0u: { r = x + b[i]; }
+        case 1u: { r = x * b[i]; }
+        case 2u: { r = x * p.s; }
+        case 3u: { r = p.s * tanh(x / p.s); }
+        case 4u: { r = gelu(x); }
+        case 5u: { r = silu(x); }
+        case 6u: { r = gelu(x) * b[i]; }
+        case 7u: { r = silu(x) * b[i]; }
+        default: { r = x + b[i % p.cols]; }
+    }
+    out[i] = r;
+}

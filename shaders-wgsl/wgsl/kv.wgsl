@@ -1,0 +1,59 @@
+// KV-cache append: writes each row's keys and values at slot seq · capacity + pos % capacity
+// of one layer's cache. One invocation per element pair, so an f16 cache (two halves packed
+// per u32 word) is written without races. `store_f32` keeps full precision (bit patterns as u32).
+
+struct Params {
+    n_tok: u32,
+    wk: u32,       // key elements per row (n_kv_head · head_dim_k), even
+    wv: u32,       // value elements per row, even
+    capacity: u32,
+}
+
+@group(0) @binding(0) var<storage, read> k: array<f32>;
+@group(0) @binding(1) var<storage, read> v: array<f32>;
+@group(0) @binding(2) var<storage, read> positions: array<u32>;
+@group(0) @binding(3) var<storage, read> seqs: array<u32>;
+@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(5) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(6) var<uniform> p: Params;
+
+fn slot(t: u32) -> u32 {
+    return seqs[t] * p.capacity + positions[t] % p.capacity;
+}
+
+@compute @workgroup_size(64)
+fn store_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let j = gid.x;
+    let t = gid.y;
+    if (t >= p.n_tok) {
+        return;
+    }
+    let s = slot(t);
+    if (2u * j < p.wk) {
+        let src = t * p.wk + 2u * j;
+        kc[(s * p.wk) / 2u + j] = pack2x16float(vec2<f32>(k[src], k[src + 1u]));
+    }
+    if (2u * j < p.wv) {
+        let src = t * p.wv + 2u * j;
+        vc[(s * p.wv) / 2u + j] = pack2x16float(vec2<f32>(v[src], v[src + 1u]));
+    }
+}
+
+@compute @workgroup_size(64)
+fn store_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let j = gid.x;
+    let t = gid.y;
+    if (t >= p.n_tok) {
+        return;
+    }
+    let s = slot(t);
+    for (var h = 0u; h < 2u; h++) {
+        let e = 2u * j + h;
+        if (e < p.wk) {
+            kc[s * p.wk + e] = bitcast<u32>(k[t * p.wk + e]);
+        }
+        if (e < p.wv) {
+            vc[s * p.wv + e] = bitcast<u32>(v[t * p.wv + e]);
+        }
+    }
+}
