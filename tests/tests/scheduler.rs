@@ -160,6 +160,13 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     let (tx, rx) = mpsc::channel();
     drop(rx);
     handle.submit(request(prompts[1].clone(), 50, tx)).unwrap();
+    // Shutdown fails requests still waiting; let the runner see the closed sink first.
+    for _ in 0..3000 {
+        if handle.stats().snapshot().requests_cancelled >= 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     handle.shutdown();
     runner.join().unwrap();
     let st = handle.stats().snapshot();

@@ -421,8 +421,8 @@ pub fn has_simd_kernel(w: GgmlType) -> bool {
     }
 }
 
-/// Quantizes one activation row `x` to Q8_0 with AVX2 when available, rounding as llama.cpp's
-/// CPU backend does (see `avx2_act`). Returns false when the caller must use the scalar path.
+/// Quantizes one activation row `x` to Q8_0 (bit-identical to [`crate::quant::quantize`],
+/// using AVX2 when available). Returns false when the caller must use the scalar path.
 pub(crate) fn quantize_q8_0_fast(x: &[f32], dst: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -434,8 +434,8 @@ pub(crate) fn quantize_q8_0_fast(x: &[f32], dst: &mut [u8]) -> bool {
     false
 }
 
-/// Quantizes one activation row to Q8_1 with AVX2 when available, rounding as llama.cpp's
-/// CPU backend does. Returns false when the caller must use the scalar path.
+/// Quantizes one activation row to Q8_1 with AVX2 when available (bit-identical to the
+/// scalar quantizer). Returns false when the caller must use the scalar path.
 pub(crate) fn quantize_q8_1_fast(x: &[f32], dst: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -447,8 +447,8 @@ pub(crate) fn quantize_q8_1_fast(x: &[f32], dst: &mut [u8]) -> bool {
     false
 }
 
-/// Quantizes one activation row to Q8_K with AVX2 when available, rounding as llama.cpp's
-/// CPU backend does. Returns false when the caller must use the scalar path.
+/// Quantizes one activation row to Q8_K with AVX2 when available (bit-identical to the
+/// scalar quantizer). Returns false when the caller must use the scalar path.
 pub(crate) fn quantize_q8_k_fast(x: &[f32], dst: &mut [u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
