@@ -73,10 +73,18 @@ pub fn matmul(
         return Ok(());
     }
 
-    match dot_partner(w.ty) {
+    match dot_partner(w.ty).filter(|_| !f32_activations()) {
         Some(vdt) => quantized(pool, w, x, n_tok, out, act, vdt, row_bytes),
         None => dequantized(pool, w, x, n_tok, out, row_bytes),
     }
+}
+
+/// Whether `WEFT_DOT_KERNELS=f32` asks for unquantized activations (weights dequantized to f32
+/// and dotted with f32 activations; slow). A diagnostic: it removes the 8-bit rounding of
+/// activations, so comparing its logits with the default path's measures that noise.
+fn f32_activations() -> bool {
+    static F32: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *F32.get_or_init(|| std::env::var("WEFT_DOT_KERNELS").is_ok_and(|v| v == "f32"))
 }
 
 /// The activation type `w`'s rows are dotted with, when a quantized dot product exists.

@@ -104,6 +104,19 @@ pub(crate) fn has_avx_vnni() -> bool {
     })
 }
 
+/// Which kernels are used, from `WEFT_DOT_KERNELS` (read once): `scalar` (portable kernels
+/// only), `single` (SIMD one-row kernels, no multi-row/multi-token ones), anything else or
+/// unset: all. For numerical comparisons (e.g. reference-test sensitivity), not for speed.
+fn kernel_level() -> u8 {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<u8> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("WEFT_DOT_KERNELS").as_deref() {
+        Ok("scalar") => 0,
+        Ok("single") => 1,
+        _ => 2,
+    })
+}
+
 /// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
 /// because SIMD kernels need CPU features; [`kernel`] only hands out ones this CPU has.
 type KernelFn = unsafe fn(&[u8], &[u8], usize) -> f32;
@@ -177,7 +190,11 @@ pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut
     }
     check(w, w_row.len(), &acts[..act_bytes], n);
     let nb = n / w.block_size();
-    let done = multi_simd(w, w_row, acts, act_bytes, nb, out);
+    let done = if kernel_level() >= 2 {
+        multi_simd(w, w_row, acts, act_bytes, nb, out)
+    } else {
+        0
+    };
     let f = kernel(w);
     for (c, o) in out.iter_mut().enumerate().skip(done) {
         // SAFETY: as in `vec_dot`.
@@ -218,8 +235,9 @@ pub fn vec_dot_tile(
     check(w, row_bytes, &acts[..act_bytes], n);
     let nb = n / w.block_size();
     let mut t0 = 0;
+    let multi = kernel_level() >= 2;
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
+    if multi && has_avx2() {
         if let Some(f) = avx2_multi_kernel(w) {
             const K: usize = avx2_multi::COLS;
             while t0 + K <= n_tok {
@@ -239,7 +257,11 @@ pub fn vec_dot_tile(
     let f = kernel(w);
     for t in t0..n_tok {
         let a = &acts[t * act_bytes..][..act_bytes];
-        let r0 = rows_simd(w, w_rows, row_bytes, a, nb, n_tok, t, out);
+        let r0 = if multi {
+            rows_simd(w, w_rows, row_bytes, a, nb, n_tok, t, out)
+        } else {
+            0
+        };
         for (r, row) in w_rows.chunks_exact(row_bytes).enumerate().skip(r0) {
             // SAFETY: as in `vec_dot`.
             out[r * n_tok + t] = unsafe { f(row, a, nb) };
@@ -355,7 +377,7 @@ pub fn vec_dot_scalar(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
 /// The fastest kernel for `w` on this CPU.
 fn kernel(w: GgmlType) -> KernelFn {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
+    if kernel_level() >= 1 && has_avx2() {
         if let Some(f) = avx2_kernel(w) {
             return f;
         }
