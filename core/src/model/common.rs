@@ -21,6 +21,38 @@ pub struct ModelInfo {
     pub n_ctx_train: usize,
 }
 
+/// The weights every transformer block of our families has: attention norm, the four
+/// attention projections, feed-forward norm and the gated feed-forward's three matrices.
+#[derive(Clone, Copy)]
+pub struct BlockWeights {
+    pub attn_norm: Weight,
+    pub wq: Weight,
+    pub wk: Weight,
+    pub wv: Weight,
+    pub wo: Weight,
+    pub ffn_norm: Weight,
+    pub gate: Weight,
+    pub up: Weight,
+    pub down: Weight,
+}
+
+impl BlockWeights {
+    /// Loads block `i`'s shared weights under their GGUF names.
+    pub fn load(l: &mut Loader, i: usize) -> Result<Self, ModelError> {
+        Ok(BlockWeights {
+            attn_norm: l.layer(i, "attn_norm.weight")?,
+            wq: l.layer(i, "attn_q.weight")?,
+            wk: l.layer(i, "attn_k.weight")?,
+            wv: l.layer(i, "attn_v.weight")?,
+            wo: l.layer(i, "attn_output.weight")?,
+            ffn_norm: l.layer(i, "ffn_norm.weight")?,
+            gate: l.layer(i, "ffn_gate.weight")?,
+            up: l.layer(i, "ffn_up.weight")?,
+            down: l.layer(i, "ffn_down.weight")?,
+        })
+    }
+}
+
 /// Loads weights and reads metadata of one model file.
 pub struct Loader<'a> {
     pub file: &'a Arc<ModelFile>,
@@ -114,6 +146,21 @@ impl<'a> Loader<'a> {
                     message: format!("expected a number, found {v}"),
                 }),
         }
+    }
+
+    /// Attention head counts `(n_head, n_head_kv)`, checked: query heads must be positive
+    /// and a whole multiple of key/value heads (grouped-query attention shares each
+    /// key/value head among an equal number of query heads).
+    pub fn head_counts(&self) -> Result<(usize, usize), ModelError> {
+        let n_head = self.usize("attention.head_count")?;
+        self.check(n_head > 0, "attention.head_count", "must be positive")?;
+        let n_head_kv = self.usize_or("attention.head_count_kv", n_head)?;
+        self.check(
+            n_head_kv > 0 && n_head.is_multiple_of(n_head_kv),
+            "attention.head_count_kv",
+            "must divide attention.head_count",
+        )?;
+        Ok((n_head, n_head_kv))
     }
 
     /// Fails with a clear message when a hyper-parameter is out of range.

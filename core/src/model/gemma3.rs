@@ -6,7 +6,7 @@
 //! The GGUF conversion already folds Gemma's `1 + w` norm scaling into the stored weights,
 //! so the norms here multiply by `w` as stored (their values sit around 1 + learned offset).
 
-use super::common::{Loader, ModelInfo};
+use super::common::{BlockWeights, Loader, ModelInfo};
 use super::{Model, ModelError};
 use crate::backend::{Graph, KvCacheId, KvLayerSpec, TensorId, Weight};
 
@@ -16,18 +16,10 @@ const SWA_PATTERN: usize = 6;
 const LOCAL_ROPE_BASE: f32 = 10_000.0;
 
 struct Block {
-    attn_norm: Weight,
-    wq: Weight,
-    wk: Weight,
-    wv: Weight,
+    w: BlockWeights,
     q_norm: Weight,
     k_norm: Weight,
-    wo: Weight,
     post_attn_norm: Weight,
-    ffn_norm: Weight,
-    gate: Weight,
-    up: Weight,
-    down: Weight,
     post_ffn_norm: Weight,
     /// Sliding window, or None for a global layer.
     window: Option<usize>,
@@ -56,14 +48,7 @@ impl Gemma3 {
     pub fn load(l: &mut Loader) -> Result<Self, ModelError> {
         let n_embd = l.usize("embedding_length")?;
         let n_layer = l.usize("block_count")?;
-        let n_head = l.usize("attention.head_count")?;
-        l.check(n_head > 0, "attention.head_count", "must be positive")?;
-        let n_head_kv = l.usize_or("attention.head_count_kv", n_head)?;
-        l.check(
-            n_head_kv > 0 && n_head.is_multiple_of(n_head_kv),
-            "attention.head_count_kv",
-            "must divide attention.head_count",
-        )?;
+        let (n_head, n_head_kv) = l.head_counts()?;
         let head_dim_k = l.usize_or("attention.key_length", n_embd / n_head)?;
         let head_dim_v = l.usize_or("attention.value_length", head_dim_k)?;
         l.check(
@@ -92,18 +77,10 @@ impl Gemma3 {
         for i in 0..n_layer {
             let local = i % SWA_PATTERN < SWA_PATTERN - 1;
             blocks.push(Block {
-                attn_norm: l.layer(i, "attn_norm.weight")?,
-                wq: l.layer(i, "attn_q.weight")?,
-                wk: l.layer(i, "attn_k.weight")?,
-                wv: l.layer(i, "attn_v.weight")?,
+                w: BlockWeights::load(l, i)?,
                 q_norm: l.layer(i, "attn_q_norm.weight")?,
                 k_norm: l.layer(i, "attn_k_norm.weight")?,
-                wo: l.layer(i, "attn_output.weight")?,
                 post_attn_norm: l.layer(i, "post_attention_norm.weight")?,
-                ffn_norm: l.layer(i, "ffn_norm.weight")?,
-                gate: l.layer(i, "ffn_gate.weight")?,
-                up: l.layer(i, "ffn_up.weight")?,
-                down: l.layer(i, "ffn_down.weight")?,
                 post_ffn_norm: l.layer(i, "post_ffw_norm.weight")?,
                 window: local.then_some(window),
                 rope_base: if local { local_base } else { global_base },
@@ -158,10 +135,10 @@ impl Model for Gemma3 {
         let (hk, hv) = (self.head_dim_k, self.head_dim_v);
         let mut x = g.embed(self.tok_embd, (d as f32).sqrt());
         for (il, b) in self.blocks.iter().enumerate() {
-            let n = g.rms_norm(x, Some(b.attn_norm), self.eps, d);
-            let q = g.matmul(b.wq, n);
-            let k = g.matmul(b.wk, n);
-            let v = g.matmul(b.wv, n);
+            let n = g.rms_norm(x, Some(b.w.attn_norm), self.eps, d);
+            let q = g.matmul(b.w.wq, n);
+            let k = g.matmul(b.w.wk, n);
+            let v = g.matmul(b.w.wv, n);
             let q = g.rms_norm(q, Some(b.q_norm), self.eps, hk);
             let q = g.rope(q, hk, hk, b.rope_base, true, None);
             let k = g.rms_norm(k, Some(b.k_norm), self.eps, hk);
@@ -169,14 +146,14 @@ impl Model for Gemma3 {
             let q = g.scale(q, self.q_scale);
             let stored = g.kv_store(kv, il, k, v);
             let a = g.attention(q, stored, kv, il, self.n_head, hv, 1.0);
-            let a = g.matmul(b.wo, a);
+            let a = g.matmul(b.w.wo, a);
             let a = g.rms_norm(a, Some(b.post_attn_norm), self.eps, d);
             let h = g.add(a, x);
-            let m = g.rms_norm(h, Some(b.ffn_norm), self.eps, d);
-            let gate = g.matmul(b.gate, m);
-            let up = g.matmul(b.up, m);
+            let m = g.rms_norm(h, Some(b.w.ffn_norm), self.eps, d);
+            let gate = g.matmul(b.w.gate, m);
+            let up = g.matmul(b.w.up, m);
             let f = g.geglu(gate, up);
-            let f = g.matmul(b.down, f);
+            let f = g.matmul(b.w.down, f);
             let f = g.rms_norm(f, Some(b.post_ffn_norm), self.eps, d);
             x = g.add(f, h);
         }

@@ -4,7 +4,7 @@
 //! Per block: `h = x + Wo·attn(rope(Wq·n), rope(Wk·n), Wv·n)` with `n = rmsnorm(x)·attn_norm`,
 //! then `x' = h + Wdown·(silu(Wgate·m) ⊙ Wup·m)` with `m = rmsnorm(h)·ffn_norm`.
 
-use super::common::{Loader, ModelInfo};
+use super::common::{BlockWeights, Loader, ModelInfo};
 use super::{Model, ModelError};
 use crate::backend::{Graph, KvCacheId, KvLayerSpec, TensorId, Weight};
 
@@ -18,18 +18,10 @@ pub enum Variant {
 }
 
 struct Block {
-    attn_norm: Weight,
-    wq: Weight,
-    wk: Weight,
-    wv: Weight,
+    w: BlockWeights,
     bq: Option<Weight>,
     bk: Option<Weight>,
     bv: Option<Weight>,
-    wo: Weight,
-    ffn_norm: Weight,
-    gate: Weight,
-    up: Weight,
-    down: Weight,
 }
 
 /// A loaded Llama-family model.
@@ -54,14 +46,7 @@ impl Llama {
     pub fn load(l: &mut Loader, variant: Variant) -> Result<Self, ModelError> {
         let n_embd = l.usize("embedding_length")?;
         let n_layer = l.usize("block_count")?;
-        let n_head = l.usize("attention.head_count")?;
-        l.check(n_head > 0, "attention.head_count", "must be positive")?;
-        let n_head_kv = l.usize_or("attention.head_count_kv", n_head)?;
-        l.check(
-            n_head_kv > 0 && n_head.is_multiple_of(n_head_kv),
-            "attention.head_count_kv",
-            "must divide attention.head_count",
-        )?;
+        let (n_head, n_head_kv) = l.head_counts()?;
         let head_dim = l.usize_or("attention.key_length", n_embd / n_head)?;
         let n_rot = l.usize_or("rope.dimension_count", head_dim)?;
         l.check(
@@ -86,18 +71,10 @@ impl Llama {
                 }
             };
             blocks.push(Block {
-                attn_norm: l.layer(i, "attn_norm.weight")?,
-                wq: l.layer(i, "attn_q.weight")?,
-                wk: l.layer(i, "attn_k.weight")?,
-                wv: l.layer(i, "attn_v.weight")?,
+                w: BlockWeights::load(l, i)?,
                 bq: bias(l, "attn_q.bias")?,
                 bk: bias(l, "attn_k.bias")?,
                 bv: bias(l, "attn_v.bias")?,
-                wo: l.layer(i, "attn_output.weight")?,
-                ffn_norm: l.layer(i, "ffn_norm.weight")?,
-                gate: l.layer(i, "ffn_gate.weight")?,
-                up: l.layer(i, "ffn_up.weight")?,
-                down: l.layer(i, "ffn_down.weight")?,
             });
         }
         let output_norm = l.weight("output_norm.weight")?;
@@ -148,7 +125,8 @@ impl Model for Llama {
         let hd = self.head_dim;
         let scale = 1.0 / (hd as f32).sqrt();
         let mut x = g.embed(self.tok_embd, 1.0);
-        for (il, b) in self.blocks.iter().enumerate() {
+        for (il, blk) in self.blocks.iter().enumerate() {
+            let b = &blk.w;
             let n = g.rms_norm(x, Some(b.attn_norm), self.eps, self.info.n_embd);
             let proj = |g: &mut Graph, w: Weight, bias: Option<Weight>| {
                 let t = g.matmul(w, n);
@@ -157,9 +135,9 @@ impl Model for Llama {
                     None => t,
                 }
             };
-            let q = proj(g, b.wq, b.bq);
-            let k = proj(g, b.wk, b.bk);
-            let v = proj(g, b.wv, b.bv);
+            let q = proj(g, b.wq, blk.bq);
+            let k = proj(g, b.wk, blk.bk);
+            let v = proj(g, b.wv, blk.bv);
             let q = g.rope(q, hd, self.n_rot, self.rope_base, neox, self.rope_freqs);
             let k = g.rope(k, hd, self.n_rot, self.rope_base, neox, self.rope_freqs);
             let stored = g.kv_store(kv, il, k, v);

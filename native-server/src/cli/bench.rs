@@ -4,11 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::backend_args::BackendArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use weft_core::backend::cpu::physical_cores;
-use weft_core::backend::{create_backend, BackendKind, BackendOptions};
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
@@ -18,15 +17,8 @@ pub struct BenchArgs {
     /// Path to a .gguf file.
     #[arg(long)]
     model: PathBuf,
-    /// Compute backend: cpu or wgpu.
-    #[arg(long, default_value = "cpu")]
-    backend: String,
-    /// GPU adapter for --backend wgpu (an index from `weft devices`).
-    #[arg(long)]
-    gpu_device: Option<usize>,
-    /// CPU threads (0: one per physical core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Prompt tokens processed in one batch (0 skips the prompt test).
     #[arg(short = 'p', long = "n-prompt", default_value_t = 512)]
     n_prompt: usize,
@@ -71,20 +63,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.n_prompt == 0 && a.n_gen == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
-    let threads = if a.threads == 0 {
-        physical_cores()
-    } else {
-        a.threads
-    };
+    let threads = a.backend.threads();
     let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
-    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
-    let backend = create_backend(
-        kind,
-        &BackendOptions {
-            threads,
-            gpu_device: a.gpu_device,
-        },
-    )?;
+    let backend = a.backend.create()?;
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.n_prompt + a.n_gen + 1,
@@ -132,7 +113,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "engine": "weft",
         "version": env!("CARGO_PKG_VERSION"),
         "model": a.model.display().to_string(),
-        "backend": a.backend,
+        "backend": a.backend.backend,
         "threads": threads,
         "n_prompt": a.n_prompt,
         "n_gen": a.n_gen,
@@ -147,7 +128,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!(
             "model: {}  backend: {}  threads: {threads}",
             a.model.display(),
-            a.backend
+            a.backend.backend
         );
         for (name, key, n) in [
             ("pp", "prompt_tokens_per_s", a.n_prompt),

@@ -1,5 +1,6 @@
 //! `weft` subcommands. Each lives in its own file; this one parses arguments and dispatches.
 
+mod backend_args;
 mod bench;
 mod devices;
 mod info;

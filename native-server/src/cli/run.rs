@@ -4,10 +4,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::backend_args::BackendArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use weft_core::backend::{create_backend, BackendKind, BackendOptions, KvDtype};
+use weft_core::backend::KvDtype;
 use weft_core::chat::{ChatTemplate, Message};
 use weft_core::engine::{self, Chooser, Engine, EngineConfig, GenerateOptions, Generation};
 use weft_core::gguf::ModelFile;
@@ -54,15 +55,8 @@ pub struct RunArgs {
     /// Keep generating past end-of-generation tokens.
     #[arg(long)]
     ignore_eos: bool,
-    /// Compute backend: cpu or wgpu.
-    #[arg(long, default_value = "cpu")]
-    backend: String,
-    /// GPU adapter for --backend wgpu (an index from `weft devices`).
-    #[arg(long)]
-    gpu_device: Option<usize>,
-    /// CPU threads (default: one per physical core).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Context length in tokens (prompt and answer).
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
@@ -95,7 +89,8 @@ impl Chooser for SamplerChooser {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    // Checked before the model loads, so a typo fails at once.
+    a.backend.kind()?;
     let kv_dtype = match a.kv_type.as_str() {
         "f16" => KvDtype::F16,
         "f32" => KvDtype::F32,
@@ -128,13 +123,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         },
         max_batch: 512,
     };
-    let backend = create_backend(
-        kind,
-        &BackendOptions {
-            threads: a.threads,
-            gpu_device: a.gpu_device,
-        },
-    )?;
+    let backend = a.backend.create()?;
     let mut bar = Progress::new(!a.json && std::io::stderr().is_terminal());
     let mut engine = Engine::load(file.clone(), backend, cfg, &mut |d, t| bar.update(d, t))
         .context("loading the model")?;

@@ -9,9 +9,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::backend_args::BackendArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weft_core::backend::{create_backend, BackendKind, BackendOptions, KvDtype};
+use weft_core::backend::KvDtype;
 use weft_core::chat::ChatTemplate;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
@@ -31,12 +32,8 @@ pub struct ServeArgs {
     host: String,
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Compute backend: cpu or wgpu.
-    #[arg(long, default_value = "cpu")]
-    backend: String,
-    /// GPU adapter for --backend wgpu (an index from `weft devices`).
-    #[arg(long)]
-    gpu_device: Option<usize>,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Context length per sequence, in tokens.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
@@ -52,9 +49,6 @@ pub struct ServeArgs {
     /// Most tokens per engine step (decode rows plus prompt chunks).
     #[arg(long, default_value_t = 256)]
     batch: usize,
-    /// Worker threads of the CPU backend (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
     /// Name clients use for the model (default: the file name without .gguf).
     #[arg(long)]
     alias: Option<String>,
@@ -85,7 +79,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    let _: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
+    a.backend.kind()?;
     if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 {
         bail!("--ctx must be at least 16, and --parallel, --batch and --queue positive");
     }
@@ -101,7 +95,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let cfg = ServeConfig {
         model_path: a.model.clone(),
         model_name: name,
-        backend: a.backend.clone(),
+        backend: a.backend.backend.clone(),
         n_ctx: a.ctx,
         parallel: a.parallel,
         max_tokens: a.max_tokens,
@@ -191,19 +185,7 @@ fn load(a: &ServeArgs, st: &Shared) -> Result<Loaded> {
             None
         }
     };
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let kind: BackendKind = a.backend.parse().map_err(anyhow::Error::msg)?;
-    let backend = create_backend(
-        kind,
-        &BackendOptions {
-            threads,
-            gpu_device: a.gpu_device,
-        },
-    )?;
+    let backend = a.backend.create()?;
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.ctx,

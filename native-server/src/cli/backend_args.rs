@@ -1,0 +1,46 @@
+//! The backend options `run`, `bench` and `serve` share, parsed and turned into a backend in
+//! one place so the three commands cannot drift apart.
+
+use anyhow::Result;
+use clap::Args;
+use weft_core::backend::cpu::physical_cores;
+use weft_core::backend::{create_backend, Backend, BackendKind, BackendOptions};
+
+#[derive(Args, Clone, Debug)]
+pub struct BackendArgs {
+    /// Compute backend: cpu or wgpu.
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// GPU adapter for --backend wgpu (an index from `weft devices`).
+    #[arg(long)]
+    pub gpu_device: Option<usize>,
+    /// CPU threads (0: one per physical core; a second hyper-thread per core only adds
+    /// contention for the same execution units).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+impl BackendArgs {
+    /// The backend kind, or a one-line error naming the accepted ones.
+    pub fn kind(&self) -> Result<BackendKind> {
+        self.backend.parse().map_err(anyhow::Error::msg)
+    }
+
+    /// CPU threads after applying the default.
+    pub fn threads(&self) -> usize {
+        if self.threads == 0 {
+            physical_cores()
+        } else {
+            self.threads
+        }
+    }
+
+    /// Creates the chosen backend.
+    pub fn create(&self) -> Result<Box<dyn Backend>> {
+        let opts = BackendOptions {
+            threads: self.threads(),
+            gpu_device: self.gpu_device,
+        };
+        Ok(create_backend(self.kind()?, &opts)?)
+    }
+}
