@@ -1,18 +1,19 @@
 //! The forward pass against llama.cpp: greedy decoding over raw logits from each reference
-//! case's `prompt_ids` must give the reference tokens up to the first near-tie, with the same
-//! top-5 ids and logits within 1.0 at every compared step.
+//! case's `prompt_ids` must give the reference tokens up to the first step whose reference
+//! margin is below 0.3, with every reference top-5 logit within 1.0 of ours (raw, no
+//! centring) at every compared step — the reference README's rules.
 //!
-//! Where these rules differ from the letter of the reference README, and why (measured):
-//! - Near-tie threshold 0.4, not 0.3: at SmolLM2 case 0 step 0 (reference margin 0.348)
-//!   llama.cpp picks 60 over 504, while an f64 NumPy evaluation of the same GGUF weights
-//!   (`scripts/py/forward_oracle.py`) picks 504 by 0.08, as weft does: the step is a tie
-//!   within llama.cpp's own rounding (f16 K/V/Q, 8-bit activations).
-//! - Logits are compared after removing each side's mean over the reference top-5: a common
-//!   offset changes no probability and no choice, and llama.cpp's Gemma 3 logits carry offsets
-//!   up to ~1.0 at prefill (the f64 oracle agrees with weft there to 0.01). The raw logits must
-//!   still agree within 1.5.
-//! - An id may cross the top-5 boundary when it is within 0.5 of the 5th logit (the measured
-//!   noise between the two engines is 0.1–0.5).
+//! One relaxation, measured: the top-5 ids must agree as sets, except that a reference top-5
+//! id may be missing from ours when our logit for it is within `BOUNDARY_TIE` of our 5th
+//! logit (a near-tie at the set boundary: the 5th and 6th candidates swap under noise of a
+//! few tenths, which no engine short of bit-identical arithmetic avoids). After matching
+//! llama.cpp's activation rounding the largest such gap over the three models is printed by
+//! this test (`worst boundary gap`).
+//!
+//! Sensitivity, measured: the remaining differences are summation order and ulp-level
+//! rounding, yet Gemma 3 amplifies them to a few tenths of a logit. Gemma 3 case 1 step 5
+//! (reference margin 0.489) passes by 0.05 only; forming RMSNorm's squares in f32 instead of
+//! f64 (an ulp-level change) flips it.
 
 use std::sync::Arc;
 
@@ -23,10 +24,9 @@ use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
 use weft_core::test_support::{model_path, reference};
 
-const MIN_MARGIN: f64 = 0.4;
+const MIN_MARGIN: f64 = 0.3;
 const LOGIT_TOLERANCE: f64 = 1.0;
-const ABS_TOLERANCE: f64 = 1.5;
-const BOUNDARY_TIE: f64 = 0.5;
+const BOUNDARY_TIE: f64 = 0.4;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
@@ -36,14 +36,22 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
+/// What one compared step found.
+struct StepCheck {
+    /// Disagreements (empty when the step matches).
+    bad: Vec<String>,
+    /// How far below our 5th logit a reference top-5 id we lack lies (0 when none is missing).
+    boundary_gap: f64,
+}
+
 /// Checks one step's logits against a reference step. Returns `None` past the comparable range
-/// (a reference near-tie), else the list of disagreements (empty when the step matches).
+/// (a reference near-tie).
 fn check_step(
     case: usize,
     i: usize,
     step: &serde_json::Value,
     logits: &[f32],
-) -> Option<Vec<String>> {
+) -> Option<StepCheck> {
     let margin = step["margin"].as_f64().unwrap();
     if margin < MIN_MARGIN {
         return None;
@@ -64,33 +72,24 @@ fn check_step(
             mine[0].0
         ));
     }
-    // Top-5 as sets; an id may cross the set boundary only in a near-tie with the 5th logit.
     let fifth = mine[4].1 as f64;
-    for (id, _) in &top5_ref {
-        let in_mine = mine.iter().any(|p| p.0 == *id);
-        if !in_mine && fifth - logits[*id as usize] as f64 > BOUNDARY_TIE {
-            bad.push(format!("{here}: reference top-5 id {id} is not in mine"));
-        }
-    }
-    // Logits, centred on each side's mean over the reference top-5 (softmax and every token
-    // choice ignore a common offset), and absolutely with a looser bound.
-    let mean = |f: &dyn Fn(u32, f64) -> f64| {
-        top5_ref.iter().map(|&(id, l)| f(id, l)).sum::<f64>() / top5_ref.len() as f64
-    };
-    let mine_mean = mean(&|id, _| logits[id as usize] as f64);
-    let ref_mean = mean(&|_, l| l);
+    let mut boundary_gap = 0f64;
     for (id, l) in &top5_ref {
         let got = logits[*id as usize] as f64;
-        if ((got - mine_mean) - (l - ref_mean)).abs() > LOGIT_TOLERANCE {
-            bad.push(format!(
-                "{here}: relative logit of {id} off by more than {LOGIT_TOLERANCE}"
-            ));
+        if !mine.iter().any(|p| p.0 == *id) {
+            boundary_gap = boundary_gap.max(fifth - got);
+            if fifth - got > BOUNDARY_TIE {
+                bad.push(format!(
+                    "{here}: reference top-5 id {id} is {:.3} below our 5th logit",
+                    fifth - got
+                ));
+            }
         }
-        if (got - l).abs() > ABS_TOLERANCE {
+        if (got - l).abs() > LOGIT_TOLERANCE {
             bad.push(format!("{here}: logit of {id} is {got}, reference {l}"));
         }
     }
-    Some(bad)
+    Some(StepCheck { bad, boundary_gap })
 }
 
 fn run_model(key: &str, kv: KvDtype) {
@@ -110,6 +109,8 @@ fn run_model(key: &str, kv: KvDtype) {
     let seq = engine.new_sequence().unwrap();
     let mut compared = 0;
     let mut failures = Vec::new();
+    let mut worst_gap = 0f64;
+    let mut worst_diff = 0f64;
     for (ci, case) in reference["cases"].as_array().unwrap().iter().enumerate() {
         engine.truncate(seq, 0).unwrap();
         let prompt = ids(&case["prompt_ids"]);
@@ -117,14 +118,25 @@ fn run_model(key: &str, kv: KvDtype) {
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
             match check_step(ci, i, step, &logits) {
                 None => break,
-                Some(bad) => failures.extend(bad),
+                Some(c) => {
+                    failures.extend(c.bad);
+                    worst_gap = worst_gap.max(c.boundary_gap);
+                }
+            }
+            for p in step["top5"].as_array().unwrap() {
+                let l = p[1].as_f64().unwrap();
+                worst_diff =
+                    worst_diff.max((logits[p[0].as_u64().unwrap() as usize] as f64 - l).abs());
             }
             compared += 1;
             let tok = step["token"].as_u64().unwrap() as u32;
             logits = engine.decode(seq, tok).unwrap();
         }
     }
-    eprintln!("{key}: {compared} steps compared");
+    eprintln!(
+        "{key}: {compared} steps compared, worst logit difference {worst_diff:.3}, \
+         worst boundary gap {worst_gap:.3}"
+    );
     for f in &failures {
         eprintln!("MISMATCH {key} {f}");
     }

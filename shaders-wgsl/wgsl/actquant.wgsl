@@ -1,9 +1,10 @@
 // Activation quantization, as the CPU backend (and llama.cpp) quantize activations before a
 // product with quantized weights: x is replaced by its quantize-then-dequantize image x̂, so
 // the f32 product with dequantized weights equals the integer dot product up to f32 rounding.
-// One invocation per block; no barriers.
-//   q8_0: blocks of 32, d = amax/127 stored as f16, q = round-half-away(x/d)  (Q8_0 and Q8_1)
-//   q8_k: blocks of 256, d = amax/127 in f32, q = round-half-away(x/d) clamped to ±127
+// One invocation per block; no barriers. Rounding as llama.cpp's CPU backend (and ours):
+// inverse scale id = 127/amax, q = round-half-to-even(x·id) (WGSL's round()), clamped to ±127;
+//   q8_0: blocks of 32, d = amax/127 stored as f16  (Q8_0 and Q8_1)
+//   q8_k: blocks of 256, d = 1/id in f32
 
 struct Params {
     n_blocks: u32,
@@ -14,11 +15,10 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-fn round_away(v: f32) -> f32 {
-    return sign(v) * floor(abs(v) + 0.5);
-}
+// Per 32 elements: f16(d · Σq) with d = amax/127 unrounded, the sum Q8_1 stores (Q4_1
+// products use it for their minimum term). Every entry writes it, so all share one layout.
+@group(0) @binding(2) var<storage, read_write> sums: array<f32>;
+@group(0) @binding(3) var<uniform> p: Params;
 
 fn quantize_block(b: u32, n: u32, f16_scale: bool) {
     let base = b * n;
@@ -26,18 +26,25 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
     for (var j = 0u; j < n; j++) {
         amax = max(amax, abs(x[base + j]));
     }
-    let d = amax / 127.0;
     var id = 0.0;
-    if (d != 0.0) {
-        id = 1.0 / d;
+    if (amax != 0.0) {
+        id = 127.0 / amax;
     }
-    var ds = d;
+    let d = amax / 127.0;
+    var ds: f32;
     if (f16_scale) {
         ds = unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x;
+    } else {
+        ds = select(0.0, 1.0 / id, amax != 0.0);
     }
-    for (var j = 0u; j < n; j++) {
-        let q = clamp(round_away(x[base + j] * id), -127.0, 127.0);
-        y[base + j] = q * ds;
+    for (var g = 0u; g < n / 32u; g++) {
+        var qsum = 0.0;
+        for (var j = base + 32u * g; j < base + 32u * (g + 1u); j++) {
+            let q = clamp(round(x[j] * id), -127.0, 127.0);
+            qsum += q;
+            y[j] = q * ds;
+        }
+        sums[base / 32u + g] = unpack2x16float(pack2x16float(vec2<f32>(d * qsum, 0.0))).x;
     }
 }
 

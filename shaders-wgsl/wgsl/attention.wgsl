@@ -109,7 +109,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
         let slot = seq * p.capacity + (lo + j) % p.capacity;
         let s = score(half_kv, slot * wk + kvh * p.hk);
         let m2 = max(m, s);
-        sum = sum * exp(m - m2) + exp(s - m2);
+        sum = sum * exp_acc(m - m2) + exp_acc(s - m2);
         m = m2;
     }
     red_m[lid] = m;
@@ -120,7 +120,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
             let ma = red_m[lid];
             let mb = red_m[lid + st];
             let mm = max(ma, mb);
-            red_s[lid] = red_s[lid] * exp(ma - mm) + red_s[lid + st] * exp(mb - mm);
+            red_s[lid] = red_s[lid] * exp_acc(ma - mm) + red_s[lid + st] * exp_acc(mb - mm);
             red_m[lid] = mm;
         }
         workgroupBarrier();
@@ -135,7 +135,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
         var wgt = 0.0;
         if (j < n) {
             let slot = seq * p.capacity + (lo + j) % p.capacity;
-            wgt = exp(score(half_kv, slot * wk + kvh * p.hk) - gmax) * inv;
+            wgt = exp_acc(score(half_kv, slot * wk + kvh * p.hk) - gmax) * inv;
             if (half_kv) {
                 wgt = to_f16(wgt);
             }

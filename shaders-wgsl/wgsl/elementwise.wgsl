@@ -18,14 +18,14 @@ struct Params {
 @group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+// GELU of every f16 value (indexed by its bits), tabulated on the host by the CPU backend.
+@group(0) @binding(3) var<storage, read> gelu_table: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
-fn to_f16(v: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
-}
-
-// GELU (tanh approximation) as the CPU backend computes it: the input rounded to f16, the
-// result rounded to f16, saturating outside ±10.
+// GELU (tanh approximation) exactly as the CPU backend (and llama.cpp) compute it: the input
+// rounded to f16 (pack2x16float rounds to nearest even), then looked up in the table of
+// f16-rounded results; saturating outside ±10. GPU tanh builtins are too loose to reproduce
+// the f16-rounded results.
 fn gelu(v: f32) -> f32 {
     if (v <= -10.0) {
         return 0.0;
@@ -33,13 +33,11 @@ fn gelu(v: f32) -> f32 {
     if (v >= 10.0) {
         return v;
     }
-    let xh = to_f16(v);
-    let g = 0.5 * xh * (1.0 + tanh(0.7978846 * xh * (1.0 + 0.044715 * xh * xh)));
-    return to_f16(g);
+    return gelu_table[pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu];
 }
 
 fn silu(v: f32) -> f32 {
-    return v / (1.0 + exp(-v));
+    return v / (1.0 + exp_acc(-v));
 }
 
 @compute @workgroup_size(256)

@@ -33,8 +33,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let row = (id - p.row0) * p.row_bytes;
     let sc = scales(row, u);
     let o = t * p.cols + 32u * u;
+    let m = min_of(sc);
     for (var q = 0u; q < 8u; q++) {
-        let v = quad(row, u, q, sc);
+        let v = quad(row, u, q, sc) + m;
         y[o + 4u * q] = v.x * p.scale;
         y[o + 4u * q + 1u] = v.y * p.scale;
         y[o + 4u * q + 2u] = v.z * p.scale;

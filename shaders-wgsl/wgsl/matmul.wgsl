@@ -26,7 +26,10 @@ struct Params {
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> p: Params;
+// Per 32-element block of x: the sum the CPU backend's Q8_1 activations store (f16 of
+// d · Σq), used for the minimum term of weights with one (Q4_1); unused (a dummy) otherwise.
+@group(0) @binding(3) var<storage, read> xs: array<f32>;
+@group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, 64>;
 
@@ -37,6 +40,10 @@ fn unit_dot(row: u32, u: u32, xb: u32) -> f32 {
     for (var q = 0u; q < 8u; q++) {
         let xv = vec4<f32>(x[xb + 4u * q], x[xb + 4u * q + 1u], x[xb + 4u * q + 2u], x[xb + 4u * q + 3u]);
         s += dot(quad(row, u, q, sc), xv);
+    }
+    let m = min_of(sc);
+    if (m != 0.0) {
+        s += m * xs[xb / 32u];
     }
     return s;
 }

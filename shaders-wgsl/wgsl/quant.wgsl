@@ -81,9 +81,15 @@ fn scales_q4_1(row: u32, u: u32) -> vec2<f32> {
     return vec2<f32>(wf16(b), wf16(b + 2u));
 }
 
+// The min m is not part of the quad: callers add min_q4_1 (the product multiplies it by the
+// activation block's sum, as the CPU backend does with Q8_1's stored sum).
 fn quad_q4_1(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {
     let word = wu32(row + 20u * u + 4u + 4u * (q & 3u));
-    return sc.x * vec4<f32>(nibbles(word, 4u * (q >> 2u))) + sc.y;
+    return sc.x * vec4<f32>(nibbles(word, 4u * (q >> 2u)));
+}
+
+fn min_q4_1(sc: vec2<f32>) -> f32 {
+    return sc.y;
 }
 
 // Q5_0 (22 B): d, qh (u32, bit j = fifth bit of element j), qs[16]; value = d * (q - 16).

@@ -1,10 +1,13 @@
 // Rotary position embedding. One invocation per element: element k of a head (k < n_rot) is
-// rotated with its partner by angle pos · inv[i]; the rest is copied. NeoX pairs
+// rotated with its partner by the angle of pair i; the rest is copied. NeoX pairs
 // (i, i + n_rot/2); the normal layout pairs (2i, 2i + 1).
 //
-// `inv` (base^(-2i/n_rot) / freq_factor[i]) is computed on the host with the CPU backend's
-// formula, so both backends rotate by the same f32 angle. The angle is reduced modulo 2π in two
-// steps (Cody–Waite) before cos/sin, which keeps GPU cos/sin accurate at long positions.
+// The angle is formed as llama.cpp (and the CPU backend) form it, in f32: start at the
+// position, multiply by step = base^(-2/n_rot) once per pair (i times), then divide by the
+// pair's frequency factor (1 when the model has none). `step` is computed on the host with the
+// CPU backend's expression, so both backends rotate by the same f32 angle. The angle is reduced
+// modulo 2π in two steps (Cody–Waite) before cos/sin, which keeps GPU cos/sin accurate at long
+// positions.
 
 struct Params {
     n: u32,
@@ -13,13 +16,13 @@ struct Params {
     n_rot: u32,
     neox: u32,
     stride_y: u32,
-    _pad0: u32,
+    step: f32,
     _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> positions: array<u32>;
-@group(0) @binding(2) var<storage, read> inv: array<f32>;
+@group(0) @binding(2) var<storage, read> factors: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
@@ -59,7 +62,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         first = (k & 1u) == 0u;
         partner = select(e - 1u, e + 1u, first);
     }
-    let theta = reduce(f32(positions[row]) * inv[i]);
+    var angle = f32(positions[row]);
+    for (var j = 0u; j < i; j++) {
+        angle *= p.step;
+    }
+    let theta = reduce(angle / factors[i]);
     let c = cos(theta);
     let s = sin(theta);
     if (first) {

@@ -34,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     var sum = 0.0;
     for (var j = lid; j < p.cols; j += WG) {
-        sum += exp(x[base + j] - gmax);
+        sum += exp_acc(x[base + j] - gmax);
     }
     red[lid] = sum;
     workgroupBarrier();
@@ -46,6 +46,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let inv = 1.0 / red[0];
     for (var j = lid; j < p.cols; j += WG) {
-        y[base + j] = exp(x[base + j] - gmax) * inv;
+        y[base + j] = exp_acc(x[base + j] - gmax) * inv;
     }
 }

@@ -50,6 +50,7 @@ fn request(prompt: Vec<u32>, max_tokens: usize, tx: mpsc::Sender<Event>) -> Requ
         stop: vec![],
         ignore_eos: true,
         logprobs: None,
+        json: None,
         sink: Box::new(Sink(tx)),
     }
 }

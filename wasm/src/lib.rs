@@ -1,1 +1,360 @@
-//! weft-wasm: the wasm-bindgen API over weft-core (WebGPU in the browser); filled in by the browser work.
+//! weft-wasm: Weft in the browser. The same engine, models, tokenizers, chat templates and
+//! sampler as natively, on WebGPU (the wgpu backend, with readback awaited rather than blocked
+//! on) or on the CPU backend (single-threaded, built with `simd128`).
+//!
+//! [`WeftEngine`] is the raw wasm-bindgen class; `web/js/weft.js` wraps it (in a Web Worker)
+//! into the documented JS API (`Weft.create`, `load`, `for await (... of chat(...))`).
+//! The model bytes are streamed in with [`WeftEngine::begin_load`] / [`WeftEngine::push_chunk`]
+//! / [`WeftEngine::finish_load`] so the host never holds a second full copy of the file.
+
+mod generate;
+mod js;
+mod options;
+
+use std::sync::Arc;
+
+use wasm_bindgen::prelude::*;
+use weft_core::backend::wgpu::{AdapterSummary, WgpuBackend, WgpuOptions};
+use weft_core::backend::{cpu::CpuBackend, Backend};
+use weft_core::chat::ChatTemplate;
+use weft_core::engine::{Engine, EngineConfig};
+use weft_core::gguf::ModelFile;
+use weft_core::kv_cache::KvCacheConfig;
+use weft_core::sampler::eog_tokens;
+use weft_core::tokenizer::Tokenizer;
+
+use crate::js::error;
+use crate::options::CreateOptions;
+
+/// Default context length (tokens).
+const DEFAULT_CTX: usize = 2048;
+
+/// A loaded model and its single chat sequence.
+struct Loaded {
+    engine: Engine,
+    tokenizer: Tokenizer,
+    template: Option<ChatTemplate>,
+    stop_ids: Vec<u32>,
+    seq: u32,
+    /// Ids whose keys/values the sequence holds (reused as a prefix by the next request).
+    cached: Vec<u32>,
+    name: String,
+    architecture: String,
+    file_size: usize,
+    n_ctx: usize,
+}
+
+/// The engine as exported to JavaScript.
+#[wasm_bindgen]
+pub struct WeftEngine {
+    /// `webgpu` or `cpu`.
+    backend: String,
+    /// A backend made by `create` and not yet used by a load.
+    fresh: Option<Box<dyn Backend>>,
+    adapter: Option<AdapterSummary>,
+    ctx: usize,
+    incoming: Option<Vec<u8>>,
+    loaded: Option<Loaded>,
+}
+
+/// Whether `navigator.gpu` exists in this global scope.
+fn has_webgpu() -> bool {
+    let g = js_sys::global();
+    js_sys::Reflect::get(&g, &"navigator".into())
+        .ok()
+        .filter(|n| !n.is_undefined())
+        .and_then(|n| js_sys::Reflect::get(&n, &"gpu".into()).ok())
+        .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
+}
+
+async fn open_webgpu() -> Result<WgpuBackend, JsValue> {
+    if !has_webgpu() {
+        return Err(error(weft_core::backend::wgpu::NO_WEBGPU));
+    }
+    WgpuBackend::new_async(&WgpuOptions::default())
+        .await
+        .map_err(error)
+}
+
+#[wasm_bindgen]
+impl WeftEngine {
+    /// Makes an engine. `options`: `{backend: "webgpu" | "cpu" | "auto", contextSize}`.
+    /// `webgpu` fails with a clear error when the browser has no WebGPU; `auto` then falls back
+    /// to the CPU.
+    pub async fn create(options: JsValue) -> Result<WeftEngine, JsValue> {
+        let o: CreateOptions = js::from_js(&options, "Weft.create options")?;
+        let want = o.backend.as_deref().unwrap_or("auto").to_ascii_lowercase();
+        let (backend, fresh, adapter): (String, Box<dyn Backend>, _) = match want.as_str() {
+            "webgpu" | "gpu" | "wgpu" => {
+                let b = open_webgpu().await?;
+                let a = b.adapter().clone();
+                ("webgpu".into(), Box::new(b), Some(a))
+            }
+            "cpu" => ("cpu".into(), Box::new(CpuBackend::new(1)), None),
+            "auto" => match open_webgpu().await {
+                Ok(b) => {
+                    let a = b.adapter().clone();
+                    ("webgpu".into(), Box::new(b), Some(a))
+                }
+                Err(_) => ("cpu".into(), Box::new(CpuBackend::new(1)), None),
+            },
+            other => {
+                return Err(error(format!(
+                    "unknown backend {other:?} (expected \"webgpu\", \"cpu\" or \"auto\")"
+                )))
+            }
+        };
+        Ok(WeftEngine {
+            backend,
+            fresh: Some(fresh),
+            adapter,
+            ctx: o.context_size.unwrap_or(DEFAULT_CTX).max(16),
+            incoming: None,
+            loaded: None,
+        })
+    }
+
+    /// The backend in use: `webgpu` or `cpu`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        self.backend.clone()
+    }
+
+    /// Starts receiving a model file of `size` bytes (reserved up front, so a file that cannot
+    /// fit in the 4 GiB wasm memory fails here, clearly).
+    pub fn begin_load(&mut self, size: f64) -> Result<(), JsValue> {
+        self.loaded = None;
+        self.incoming = None;
+        if !(size.is_finite() && size >= 0.0) {
+            return Err(error("model size must be a non-negative number of bytes"));
+        }
+        let size = size as usize;
+        let mut v = Vec::new();
+        v.try_reserve_exact(size).map_err(|_| {
+            error(format!(
+                "out of memory: cannot hold a {:.0} MiB model in the browser's wasm memory \
+                 (4 GiB at most, often less)",
+                size as f64 / 1048576.0
+            ))
+        })?;
+        self.incoming = Some(v);
+        Ok(())
+    }
+
+    /// Appends the next piece of the model file.
+    pub fn push_chunk(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        let v = self
+            .incoming
+            .as_mut()
+            .ok_or_else(|| error("push_chunk before begin_load"))?;
+        v.try_reserve(chunk.len())
+            .map_err(|_| error("out of memory while receiving the model"))?;
+        v.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// Parses the received file and loads it onto the backend. `on_progress(done, total)` is
+    /// called per tensor uploaded; then one warm-up step compiles the kernels. Returns `info()`.
+    pub async fn finish_load(
+        &mut self,
+        name: String,
+        on_progress: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsValue> {
+        let bytes = self
+            .incoming
+            .take()
+            .ok_or_else(|| error("finish_load before begin_load"))?;
+        let file_size = bytes.len();
+        let file = Arc::new(
+            ModelFile::from_vec(bytes)
+                .map_err(|e| error(format!("not a usable GGUF model: {e}")))?,
+        );
+        let tokenizer = Tokenizer::from_gguf(&file.gguf)
+            .map_err(|e| error(format!("unsupported model tokenizer: {e}")))?;
+        let template = ChatTemplate::from_gguf(&file.gguf)
+            .ok()
+            .map(|t| t.with_now(js::unix_secs()));
+        let mut stop_ids = eog_tokens(&file.gguf);
+        stop_ids.extend(tokenizer.eog_ids());
+        let backend: Box<dyn Backend> = match self.fresh.take() {
+            Some(b) => b,
+            None if self.backend == "webgpu" => {
+                let b = open_webgpu().await?;
+                self.adapter = Some(b.adapter().clone());
+                Box::new(b)
+            }
+            None => Box::new(CpuBackend::new(1)),
+        };
+        let n_ctx_train = file
+            .gguf
+            .arch_key("context_length")
+            .and_then(|v| v.as_u64());
+        let n_ctx = match n_ctx_train {
+            Some(t) if t > 0 => self.ctx.min(t as usize),
+            _ => self.ctx,
+        };
+        let cfg = EngineConfig {
+            kv: KvCacheConfig {
+                n_ctx,
+                n_seq: 1,
+                ..Default::default()
+            },
+            max_batch: 256,
+        };
+        let progress = |phase: &str, done: usize, total: usize| {
+            if let Some(f) = &on_progress {
+                let _ = f.call3(
+                    &JsValue::NULL,
+                    &phase.into(),
+                    &(done as f64).into(),
+                    &(total as f64).into(),
+                );
+            }
+        };
+        let mut engine = Engine::load(file.clone(), backend, cfg, &mut |d, t| {
+            progress("upload", d, t)
+        })
+        .map_err(|e| error(format!("cannot load the model: {e}")))?;
+        // One step on a throw-away position compiles every kernel a step needs, so the first
+        // answer is not slowed (or its timing skewed) by shader compilation.
+        progress("compile", 0, 1);
+        js::yield_now().await;
+        let seq = engine.new_sequence().map_err(error)?;
+        let warm = tokenizer.bos().unwrap_or(0);
+        engine
+            .prefill_async(seq, &[warm, warm])
+            .await
+            .map_err(|e| error(format!("the first step failed: {e}")))?;
+        engine.truncate(seq, 0).map_err(error)?;
+        progress("compile", 1, 1);
+        let architecture = engine.model_info().architecture.clone();
+        self.loaded = Some(Loaded {
+            engine,
+            tokenizer,
+            template,
+            stop_ids,
+            seq,
+            cached: Vec::new(),
+            name,
+            architecture,
+            file_size,
+            n_ctx,
+        });
+        self.info()
+    }
+
+    /// Model, backend, adapter and limits, as a plain object.
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        let adapter = self.adapter.as_ref().map(|a| {
+            serde_json::json!({
+                "name": a.name,
+                "backend": a.backend,
+                "deviceType": a.device_type,
+                "driver": a.driver,
+                "maxStorageBufferBindingSize": a.max_storage_buffer_binding_size,
+                "maxBufferSize": a.max_buffer_size,
+                "maxStorageBuffersPerShaderStage": a.max_storage_buffers_per_shader_stage,
+                "maxComputeInvocationsPerWorkgroup": a.max_compute_invocations_per_workgroup,
+                "shaderF16": a.f16,
+            })
+        });
+        let model = self.loaded.as_ref().map(|l| {
+            let i = l.engine.model_info();
+            serde_json::json!({
+                "name": l.name,
+                "architecture": l.architecture,
+                "fileSize": l.file_size,
+                "vocab": i.n_vocab,
+                "layers": i.n_layer,
+                "embedding": i.n_embd,
+                "contextSize": l.n_ctx,
+                "trainedContext": i.n_ctx_train,
+                "chatTemplate": l.template.is_some(),
+            })
+        });
+        js::to_js(&serde_json::json!({
+            "backend": self.backend,
+            "adapter": adapter,
+            "model": model,
+            "threads": 1,
+            "simd128": cfg!(target_feature = "simd128"),
+        }))
+    }
+
+    /// Token ids of `text` as the model's tokenizer splits it (with its BOS rule).
+    pub fn tokenize(&self, text: &str, special: Option<bool>) -> Result<Vec<u32>, JsValue> {
+        let l = self.model()?;
+        Ok(generate::encode(
+            &l.tokenizer,
+            text,
+            special.unwrap_or(false),
+        ))
+    }
+
+    /// The text of token ids.
+    pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsValue> {
+        Ok(self.model()?.tokenizer.decode(ids, false))
+    }
+
+    /// Generates a reply to `messages` (OpenAI-style `[{role, content}]`) with the model's chat
+    /// template. `on_text(delta)` receives the streamed text; `signal` (an `AbortSignal`) stops
+    /// early. Resolves to `{text, tokens, finishReason, usage, timings}`.
+    pub async fn chat(
+        &mut self,
+        messages: JsValue,
+        options: JsValue,
+        on_text: js_sys::Function,
+        signal: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let msgs: Vec<weft_core::chat::Message> = js::from_js(&messages, "messages")?;
+        let opts: options::GenOptions = js::from_js(&options, "chat options")?;
+        let l = self.model_mut()?;
+        let t = l.template.as_ref().ok_or_else(|| {
+            error("this model has no chat template; use complete() with a raw prompt")
+        })?;
+        if msgs.is_empty() {
+            return Err(error("messages must not be empty"));
+        }
+        let text = t
+            .render(&msgs, None, true, opts.template_vars.clone())
+            .map_err(|e| error(format!("chat template: {e}")))?;
+        let ids = generate::encode(&l.tokenizer, &text, true);
+        generate::run(l, ids, &opts, &on_text, &signal).await
+    }
+
+    /// Continues the raw text `prompt` (no chat template); streams and resolves as `chat`.
+    pub async fn complete(
+        &mut self,
+        prompt: String,
+        options: JsValue,
+        on_text: js_sys::Function,
+        signal: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let opts: options::GenOptions = js::from_js(&options, "complete options")?;
+        let l = self.model_mut()?;
+        let ids = generate::encode(&l.tokenizer, &prompt, opts.special);
+        generate::run(l, ids, &opts, &on_text, &signal).await
+    }
+
+    /// Forgets the cached conversation (the next request prefills from scratch).
+    pub fn reset(&mut self) -> Result<(), JsValue> {
+        let l = self.model_mut()?;
+        l.engine.truncate(l.seq, 0).map_err(error)?;
+        l.cached.clear();
+        Ok(())
+    }
+}
+
+impl WeftEngine {
+    fn model(&self) -> Result<&Loaded, JsValue> {
+        self.loaded
+            .as_ref()
+            .ok_or_else(|| error("no model loaded: call load() first"))
+    }
+
+    fn model_mut(&mut self) -> Result<&mut Loaded, JsValue> {
+        self.loaded
+            .as_mut()
+            .ok_or_else(|| error("no model loaded: call load() first"))
+    }
+}

@@ -12,12 +12,14 @@
 
 pub mod cpu;
 mod graph;
+mod pending;
 mod select;
 pub mod wgpu;
 
 use std::sync::Arc;
 
 pub use graph::{Graph, Node, Op, TensorId};
+pub use pending::PendingStep;
 pub use select::{create_backend, BackendKind, BackendOptions};
 
 /// The `k` largest logits of a row with their ids, best first (for host-side reporting).
@@ -144,4 +146,10 @@ pub trait Backend: Send {
 
     /// Runs one recorded step and returns the graph's outputs in the order they were marked.
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>>;
+
+    /// Starts a step whose outputs are awaited with [`PendingStep::wait`] (the browser cannot
+    /// block on GPU readback). By default the step runs synchronously through `execute`.
+    fn submit(&mut self, graph: &Graph, batch: &StepBatch) -> Result<PendingStep> {
+        self.execute(graph, batch).map(PendingStep::ready)
+    }
 }

@@ -6,12 +6,13 @@
 //! loop used by `weft run`.
 
 mod generate;
+mod step_async;
 
 use std::sync::Arc;
 
 pub use generate::{generate, Chooser, FinishReason, GenerateOptions, Generation, Greedy, StepTop};
 
-use crate::backend::{Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Readback, StepBatch};
+use crate::backend::{Backend, BackendError, KvCacheId, KvCacheSpec};
 use crate::gguf::ModelFile;
 use crate::kv_cache::{KvCacheConfig, KvError, SeqTable};
 use crate::model::{self, Model, ModelError};
@@ -138,61 +139,9 @@ impl Engine {
     /// Runs one step: every row's token is appended to its sequence (in row order). Returns the
     /// logits of the rows with `logits` set, in row order.
     pub fn step(&mut self, rows: &[Row]) -> Result<Vec<Vec<f32>>, EngineError> {
-        if rows.is_empty() || rows.len() > self.cfg.max_batch {
-            return Err(EngineError::Invalid(format!(
-                "a step takes 1 to {} rows, got {}",
-                self.cfg.max_batch,
-                rows.len()
-            )));
-        }
-        // Check room for every sequence before taking any position.
-        let mut need: Vec<(u32, usize)> = Vec::new();
-        for r in rows {
-            match need.iter_mut().find(|(s, _)| *s == r.seq) {
-                Some((_, n)) => *n += 1,
-                None => need.push((r.seq, 1)),
-            }
-        }
-        for &(s, n) in &need {
-            self.seqs.check_room(s, n)?;
-        }
-        let mut positions = Vec::with_capacity(rows.len());
-        for r in rows {
-            positions.push(self.seqs.advance(r.seq, 1)? as u32);
-        }
-        let tokens: Vec<u32> = rows.iter().map(|r| r.token).collect();
-        let seqs: Vec<u32> = rows.iter().map(|r| r.seq).collect();
-        let out_rows: Vec<u32> = (0..rows.len() as u32)
-            .filter(|&i| rows[i as usize].logits)
-            .collect();
-        let mut g = Graph::new(rows.len());
-        let logits = self.model.build(&mut g, self.kv, &out_rows);
-        g.output(logits);
-        let batch = StepBatch {
-            tokens: &tokens,
-            positions: &positions,
-            seqs: &seqs,
-        };
-        let result = self.backend.execute(&g, &batch);
-        let out = match result {
-            Ok(o) => o,
-            Err(e) => {
-                // Give the positions back so the sequence stays consistent.
-                for &(s, n) in &need {
-                    let len = self.seqs.len(s)?;
-                    self.seqs.truncate(s, len - n)?;
-                }
-                return Err(e.into());
-            }
-        };
-        match out.into_iter().next() {
-            Some(Readback::F32 { rows, cols, data }) => Ok((0..rows)
-                .map(|r| data[r * cols..(r + 1) * cols].to_vec())
-                .collect()),
-            _ => Err(EngineError::Invalid(
-                "the backend returned no logits".into(),
-            )),
-        }
+        let plan = self.plan_step(rows)?;
+        let result = self.backend.execute(&plan.graph, &plan.batch());
+        self.finish_step(&plan, result)
     }
 
     /// Appends `tokens` to a sequence (in chunks of `max_batch`) and returns the logits after

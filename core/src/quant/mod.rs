@@ -130,24 +130,17 @@ pub fn dequantize_to_vec(ty: GgmlType, src: &[u8], n: usize) -> Result<Vec<f32>,
 }
 
 /// Encodes `src` as type `ty` into `dst`, which must hold exactly `ty.bytes_for(src.len())`
-/// bytes. See [`can_quantize`] for the types handled.
+/// bytes, with GGML's reference quantizers (what weights are quantized with). See
+/// [`can_quantize`] for the types handled. Activations are quantized as llama.cpp's CPU backend
+/// does instead, by [`dot::quantize_activation_to`].
 pub fn quantize(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
     let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
     check_len(ty, src.len(), dst.len())?;
-    let fast = match ty {
-        GgmlType::Q8_0 => dot::quantize_q8_0_fast(src, dst),
-        GgmlType::Q8_1 => dot::quantize_q8_1_fast(src, dst),
-        GgmlType::Q8_K => dot::quantize_q8_k_fast(src, dst),
-        _ => false,
-    };
-    if fast {
-        return Ok(());
-    }
     quantize_scalar_checked(ty, f, src, dst);
     Ok(())
 }
 
-/// The portable quantizer for `ty` (also the reference for the SIMD activation quantizers).
+/// The same as [`quantize`] (the portable GGML reference quantizers).
 pub fn quantize_scalar(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
     let f = quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
     check_len(ty, src.len(), dst.len())?;

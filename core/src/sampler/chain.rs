@@ -80,7 +80,43 @@ impl Sampler {
         assert!(!logits.is_empty(), "Sampler::sample: empty logits");
         apply_penalties(logits, history, &self.cfg, &mut self.counts);
         apply_bias(logits, &self.cfg);
+        self.pick(logits)
+    }
 
+    /// Like [`sample`](Self::sample), but only tokens `allow` accepts may be picked
+    /// (constrained decoding). Greedy: the most likely allowed token. Sampling: draws until a
+    /// draw is allowed, removing refused tokens (a few tries), then falls back to the most
+    /// likely allowed token. None when `allow` refuses every token.
+    pub fn sample_constrained(
+        &mut self,
+        logits: &mut [f32],
+        history: &[u32],
+        allow: &mut dyn FnMut(u32) -> bool,
+    ) -> Option<u32> {
+        assert!(
+            !logits.is_empty(),
+            "Sampler::sample_constrained: empty logits"
+        );
+        apply_penalties(logits, history, &self.cfg, &mut self.counts);
+        apply_bias(logits, &self.cfg);
+        if self.cfg.temperature > 0.0 {
+            for _ in 0..16 {
+                let id = self.pick(logits);
+                if logits[id as usize] == f32::NEG_INFINITY {
+                    break;
+                }
+                if allow(id) {
+                    return Some(id);
+                }
+                logits[id as usize] = f32::NEG_INFINITY;
+            }
+        }
+        let id = super::constrain::best_allowed(logits, allow)?;
+        Some(self.single(logits, id))
+    }
+
+    /// The chain after penalties and bias: filters, temperature, draw.
+    fn pick(&mut self, logits: &[f32]) -> u32 {
         if self.cfg.temperature <= 0.0 {
             return self.single(logits, argmax(logits));
         }

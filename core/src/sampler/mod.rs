@@ -9,7 +9,10 @@
 
 mod chain;
 mod config;
+mod constrain;
 mod eog;
+mod json_acceptor;
+mod json_schema;
 mod logprobs;
 mod penalties;
 mod rng;
@@ -19,7 +22,10 @@ use thiserror::Error;
 
 pub use chain::{argmax, Candidate, Sampler};
 pub use config::SamplerConfig;
+pub use constrain::{best_allowed, JsonConstraint, TokenTexts};
 pub use eog::eog_tokens;
+pub use json_acceptor::JsonAcceptor;
+pub use json_schema::JsonSchema;
 pub use logprobs::{logprob, top_logprobs};
 pub use penalties::{apply_bias, apply_penalties};
 pub use rng::Rng;

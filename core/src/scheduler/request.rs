@@ -1,6 +1,8 @@
 //! What a client submits and what it gets back.
 
-use crate::sampler::SamplerConfig;
+use std::sync::Arc;
+
+use crate::sampler::{JsonSchema, SamplerConfig};
 
 /// One generation request: prompt ids, sampling, limits and where events go.
 pub struct Request {
@@ -16,6 +18,9 @@ pub struct Request {
     /// `Some(n)`: report each generated token's log-probability and the `n` best alternatives
     /// (of the raw model distribution, as OpenAI does).
     pub logprobs: Option<usize>,
+    /// `Some`: constrained decoding, the output is one JSON value of this schema and
+    /// generation stops when it is complete.
+    pub json: Option<Arc<JsonSchema>>,
     /// Where events go.
     pub sink: Box<dyn EventSink>,
 }

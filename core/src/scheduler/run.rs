@@ -11,7 +11,7 @@ use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
 use crate::engine::{Engine, EngineError, Row};
-use crate::sampler::Sampler;
+use crate::sampler::{JsonConstraint, Sampler, TokenTexts};
 use crate::tokenizer::Tokenizer;
 
 /// Scheduler settings.
@@ -42,7 +42,7 @@ pub enum SubmitError {
 }
 
 enum Msg {
-    Submit(Request, Instant),
+    Submit(Box<Request>, Instant),
     Shutdown,
 }
 
@@ -67,10 +67,12 @@ impl Handle {
             self.stats.requests_rejected.fetch_add(1, Relaxed);
             return Err(SubmitError::QueueFull(before));
         }
-        self.tx.send(Msg::Submit(req, Instant::now())).map_err(|_| {
-            self.stats.waiting.fetch_sub(1, Relaxed);
-            SubmitError::ShuttingDown
-        })
+        self.tx
+            .send(Msg::Submit(Box::new(req), Instant::now()))
+            .map_err(|_| {
+                self.stats.waiting.fetch_sub(1, Relaxed);
+                SubmitError::ShuttingDown
+            })
     }
 
     /// Stops taking requests: waiting ones fail, running ones finish, then the loop returns.
@@ -102,6 +104,8 @@ pub struct Scheduler {
     active: Vec<Sequence>,
     closing: bool,
     clock: u64,
+    /// Token texts for constrained decoding, built on the first request that needs them.
+    texts: Option<Arc<TokenTexts>>,
 }
 
 impl Scheduler {
@@ -144,6 +148,7 @@ impl Scheduler {
                 active: Vec::new(),
                 closing: false,
                 clock: 0,
+                texts: None,
             },
             handle,
         ))
@@ -186,7 +191,7 @@ impl Scheduler {
 
     fn take(&mut self, m: Msg) {
         match m {
-            Msg::Submit(r, t) => self.waiting.push_back((r, t)),
+            Msg::Submit(r, t) => self.waiting.push_back((*r, t)),
             Msg::Shutdown => self.closing = true,
         }
     }
@@ -233,7 +238,15 @@ impl Scheduler {
                 prompt_tokens: req.prompt.len(),
                 cached_tokens: reuse,
             };
-            let mut seq = Sequence::new(req, sampler, slot, reuse, submitted);
+            let constraint = req.json.clone().map(|schema| {
+                let tok = &self.tokenizer;
+                let texts = self
+                    .texts
+                    .get_or_insert_with(|| Arc::new(TokenTexts::new(tok)))
+                    .clone();
+                JsonConstraint::new(schema, texts)
+            });
+            let mut seq = Sequence::new(req, sampler, constraint, slot, reuse, submitted);
             if seq.req.sink.send(started) {
                 self.active.push(seq);
             } else {

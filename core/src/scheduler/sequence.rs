@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::request::{Event, Finish, Request, Summary, TokenInfo};
-use crate::sampler::{self, Sampler, StopMatcher};
+use crate::sampler::{self, JsonConstraint, Sampler, StopMatcher};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
 /// A running request.
@@ -11,6 +11,8 @@ pub(crate) struct Sequence {
     pub req: Request,
     pub slot: usize,
     pub sampler: Sampler,
+    /// Structured output: which tokens keep the output valid JSON.
+    pub constraint: Option<JsonConstraint>,
     /// Prompt and generated ids (the penalties' history).
     pub history: Vec<u32>,
     /// Prompt tokens not yet fed to the engine.
@@ -37,6 +39,7 @@ impl Sequence {
     pub fn new(
         req: Request,
         sampler: Sampler,
+        constraint: Option<JsonConstraint>,
         slot: usize,
         cached_tokens: usize,
         submitted: Instant,
@@ -51,6 +54,7 @@ impl Sequence {
             decoder: StreamDecoder::new(false),
             stop,
             sampler,
+            constraint,
             slot,
             req,
             submitted,
@@ -74,7 +78,23 @@ impl Sequence {
             .req
             .logprobs
             .map(|n| (logits.clone(), sampler::top_logprobs(&logits, n)));
-        let id = self.sampler.sample(&mut logits, &self.history);
+        let id = match self.constraint.as_mut() {
+            None => self.sampler.sample(&mut logits, &self.history),
+            Some(c) => {
+                let picked =
+                    self.sampler
+                        .sample_constrained(&mut logits, &self.history, &mut |id| c.allows(id));
+                match picked {
+                    Some(id) => {
+                        c.advance(id);
+                        id
+                    }
+                    // No token can continue the value (cannot happen with a vocabulary that
+                    // has the ASCII bytes): end here rather than emit invalid text.
+                    None => return Outcome::Finished(Finish::Stop),
+                }
+            }
+        };
         let now = Instant::now();
         if self.first_token.is_none() {
             self.first_token = Some(now);
@@ -99,7 +119,12 @@ impl Sequence {
         }) {
             return Outcome::Finished(Finish::Cancelled);
         }
-        if stopped {
+        if stopped
+            || self
+                .constraint
+                .as_ref()
+                .is_some_and(JsonConstraint::is_complete)
+        {
             return Outcome::Finished(Finish::Stop);
         }
         if self.generated >= self.req.max_tokens || !room {

@@ -3,9 +3,11 @@
 //! Adapters build a [`GenRequest`] (prompt ids, sampling, limits) with the helpers here, call
 //! [`start`], and translate the `(choice index, Event)` stream into their wire format.
 
+use std::sync::Arc;
+
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use weft_core::chat::Message;
-use weft_core::sampler::SamplerConfig;
+use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Request, SubmitError, Summary, TokenInfo};
 
 use super::error::ApiError;
@@ -24,6 +26,8 @@ pub struct GenRequest {
     pub n: usize,
     /// Keep generating past end-of-generation tokens (vLLM's `ignore_eos`).
     pub ignore_eos: bool,
+    /// Structured output: constrain the output to one JSON value of this schema.
+    pub json: Option<Arc<JsonSchema>>,
 }
 
 /// Events of all choices of a request, tagged with the choice index.
@@ -58,6 +62,7 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
             stop: req.stop.clone(),
             ignore_eos: req.ignore_eos,
             logprobs: req.logprobs,
+            json: req.json.clone(),
             sink: Box::new(ChannelSink {
                 tx: tx.clone(),
                 index,
@@ -71,8 +76,13 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
     Ok(rx)
 }
 
-/// Renders a conversation with the model's chat template and tokenizes it.
-pub fn chat_prompt(model: &Loaded, messages: &[Message]) -> Result<Vec<u32>, ApiError> {
+/// Renders a conversation (and the tools it may call) with the model's chat template and
+/// tokenizes it.
+pub fn chat_prompt(
+    model: &Loaded,
+    messages: &[Message],
+    tools: Option<&[serde_json::Value]>,
+) -> Result<Vec<u32>, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty"));
     }
@@ -80,7 +90,7 @@ pub fn chat_prompt(model: &Loaded, messages: &[Message]) -> Result<Vec<u32>, Api
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
     let text = template
-        .render(messages, None, true, None)
+        .render(messages, tools, true, None)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     Ok(text_prompt(model, &text, template.bos_token()))
 }

@@ -13,8 +13,11 @@ mod openapi;
 mod ops;
 mod sampling;
 mod state;
+mod structured;
 mod think;
+mod tools;
 mod ui;
+mod web;
 
 use std::sync::Arc;
 
@@ -35,6 +38,7 @@ pub fn router(state: Shared) -> Router {
         .merge(ollama::routes())
         .merge(ui::routes())
         .merge(ops::routes())
+        .merge(web::routes())
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -19,6 +19,7 @@ use super::generate::{self, collect, GenRequest};
 use super::openai::Options;
 use super::sampling::resolve;
 use super::state::{AppState, Loaded, Shared};
+use super::tools::{ToolCall, ToolStream};
 
 type Res = Result<Response, PlainError>;
 
@@ -42,9 +43,24 @@ fn now_rfc3339() -> String {
 struct OllamaMessage {
     role: String,
     #[serde(default)]
-    content: String,
+    content: Option<String>,
     #[serde(default)]
     images: Option<Vec<Value>>,
+    /// Calls an assistant made earlier (`{"function": {"name", "arguments": {...}}}`).
+    #[serde(default)]
+    tool_calls: Option<Vec<weft_core::chat::ToolCall>>,
+    /// On `tool` messages: which tool produced the content.
+    #[serde(default)]
+    tool_name: Option<String>,
+}
+
+impl OllamaMessage {
+    fn into_message(self) -> Message {
+        let mut m = Message::new(self.role, self.content.unwrap_or_default());
+        m.tool_calls = self.tool_calls;
+        m.name = self.tool_name;
+        m
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,17 +100,13 @@ fn check_model(st: &AppState, model: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-fn check_format(format: &Option<Value>) -> Result<(), ApiError> {
-    match format {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(s)) if s.is_empty() => Ok(()),
-        Some(_) => Err(ApiError::invalid(
-            "format (structured output) is not supported yet",
-        )),
-    }
-}
-
-fn request(st: &AppState, prompt: Vec<u32>, opts: Option<Options>) -> Result<GenRequest, ApiError> {
+fn request(
+    st: &AppState,
+    prompt: Vec<u32>,
+    opts: Option<Options>,
+    format: Option<&Value>,
+) -> Result<GenRequest, ApiError> {
+    let json = super::structured::ollama_format(format)?;
     let opts = opts.unwrap_or_default();
     if let Some(c) = opts.num_ctx {
         if c <= 0 {
@@ -124,6 +136,7 @@ fn request(st: &AppState, prompt: Vec<u32>, opts: Option<Options>) -> Result<Gen
         logprobs: None,
         n: 1,
         ignore_eos: false,
+        json,
     })
 }
 
@@ -157,9 +170,11 @@ async fn respond(
     req: GenRequest,
     stream: bool,
     wrap: fn(&str) -> Value,
+    tools: Option<Vec<String>>,
 ) -> Res {
     let rx = generate::start(m, req)?;
     let name = st.cfg.model_name.clone();
+    let mut held = tools.map(ToolStream::new);
     if !stream {
         let out = collect(rx, 1).await?;
         let c = &out[0];
@@ -168,23 +183,49 @@ async fn respond(
             .as_ref()
             .ok_or_else(|| ApiError::internal("no summary"))?;
         let head = json!({"model": name, "created_at": now_rfc3339()});
-        return Ok(Json(merge(merge(head, wrap(&c.text)), final_fields(s))).into_response());
+        let (text, calls) = match held.as_mut() {
+            Some(ts) => {
+                let mut text = ts.push(&c.text);
+                let (tail, calls) = ts.finish();
+                text.push_str(&tail);
+                (text, calls)
+            }
+            None => (c.text.clone(), Vec::new()),
+        };
+        let mut v = merge(merge(head, wrap(&text)), final_fields(s));
+        add_calls(&mut v, &calls);
+        return Ok(Json(v).into_response());
     }
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
         let head = json!({"model": name, "created_at": now_rfc3339()});
         match ev {
             None => (vec![], true),
             Some((_, Event::Started { .. })) => (vec![], false),
-            Some((_, Event::Delta { text, .. })) if text.is_empty() => (vec![], false),
             Some((_, Event::Delta { text, .. })) => {
+                let text = match held.as_mut() {
+                    Some(ts) => ts.push(&text),
+                    None => text,
+                };
+                if text.is_empty() {
+                    return (vec![], false);
+                }
                 let mut v = merge(head, wrap(&text));
                 v["done"] = json!(false);
                 (vec![v.to_string()], false)
             }
-            Some((_, Event::Done(s))) => (
-                vec![merge(merge(head, wrap("")), final_fields(&s)).to_string()],
-                true,
-            ),
+            Some((_, Event::Done(s))) => {
+                let mut out = Vec::new();
+                let (tail, calls) = held.as_mut().map(ToolStream::finish).unwrap_or_default();
+                if !tail.is_empty() || !calls.is_empty() {
+                    // Ollama sends calls in a message of their own before the final frame.
+                    let mut v = merge(head.clone(), wrap(&tail));
+                    v["done"] = json!(false);
+                    add_calls(&mut v, &calls);
+                    out.push(v.to_string());
+                }
+                out.push(merge(merge(head, wrap("")), final_fields(&s)).to_string());
+                (out, true)
+            }
             Some((_, Event::Failed(e))) => (
                 vec![json!({"error": generate::failure(e).message}).to_string()],
                 true,
@@ -192,6 +233,15 @@ async fn respond(
         }
     };
     Ok(ndjson(frames(rx, f)))
+}
+
+/// Puts tool calls into a chat frame's message.
+fn add_calls(v: &mut Value, calls: &[ToolCall]) {
+    if !calls.is_empty() {
+        if let Some(msg) = v.get_mut("message") {
+            msg["tool_calls"] = calls.iter().map(ToolCall::ollama).collect();
+        }
+    }
 }
 
 fn chat_wrap(text: &str) -> Value {
@@ -213,11 +263,11 @@ pub async fn chat_value(st: Shared, b: Value) -> Res {
     let b: ChatBody = serde_json::from_value(b)
         .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
     check_model(&st, &b.model)?;
-    check_format(&b.format)?;
     let m = st.model()?;
-    if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid("tools are not supported by this server yet").into());
-    }
+    let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
+        Some(t) => Some((t.clone(), super::tools::check_tools(t)?)),
+        None => None,
+    };
     let msgs = b
         .messages
         .ok_or_else(|| ApiError::invalid("messages is required"))?;
@@ -227,19 +277,17 @@ pub async fn chat_value(st: Shared, b: Value) -> Res {
     {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
-    let messages: Vec<Message> = msgs
-        .into_iter()
-        .map(|m| Message::new(m.role, m.content))
-        .collect();
-    let prompt = generate::chat_prompt(m, &messages)?;
-    let req = request(&st, prompt, b.options)?;
-    respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap).await
+    let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
+    let prompt = generate::chat_prompt(m, &messages, tools.as_ref().map(|t| t.0.as_slice()))?;
+    let req = request(&st, prompt, b.options, b.format.as_ref())?;
+    let names = tools.map(|t| t.1);
+    respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap, names).await
 }
 
 async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: GenerateBody = parse(body)?;
     check_model(&st, &b.model)?;
-    check_format(&b.format)?;
+    super::structured::ollama_format(b.format.as_ref())?;
     let m = st.model()?;
     if b.images.as_ref().is_some_and(|i| !i.is_empty()) {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
@@ -267,10 +315,10 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
             messages.push(Message::system(s));
         }
         messages.push(Message::user(text));
-        generate::chat_prompt(m, &messages)?
+        generate::chat_prompt(m, &messages, None)?
     };
-    let req = request(&st, prompt, b.options)?;
-    respond(&st, m, req, b.stream.unwrap_or(true), generate_wrap).await
+    let req = request(&st, prompt, b.options, b.format.as_ref())?;
+    respond(&st, m, req, b.stream.unwrap_or(true), generate_wrap, None).await
 }
 
 fn details(st: &AppState) -> Value {
@@ -356,6 +404,12 @@ async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
         .as_ref()
         .map(|t| t.source().to_string())
         .unwrap_or_default();
+    // Templates that read a `tools` variable can offer tools to the model.
+    let capabilities = if template.contains("tools") {
+        json!(["completion", "tools"])
+    } else {
+        json!(["completion"])
+    };
     let mut info = serde_json::Map::new();
     info.insert("general.architecture".into(), json!(arch));
     info.insert("general.parameter_count".into(), json!(m.n_params));
@@ -369,7 +423,7 @@ async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
         "template": template,
         "details": details(&st),
         "model_info": info,
-        "capabilities": ["completion"],
+        "capabilities": capabilities,
         "modified_at": modified_at(&st),
     }))
     .into_response())

@@ -19,6 +19,7 @@ use super::error::{ApiError, OpenAiError};
 use super::generate::{self, collect, GenRequest};
 use super::sampling::{resolve, SamplingFields};
 use super::state::{AppState, Loaded, Shared};
+use super::tools::ToolStream;
 
 type Res = Result<Response, OpenAiError>;
 
@@ -179,6 +180,7 @@ impl Common {
             logprobs,
             n: n as usize,
             ignore_eos: self.ignore_eos.unwrap_or(false),
+            json: None,
         })
     }
 
@@ -223,7 +225,30 @@ struct ChatBody {
     logprobs: Option<bool>,
     top_logprobs: Option<i64>,
     tools: Option<Vec<Value>>,
+    tool_choice: Option<Value>,
+    /// Accepted; the model decides how many calls it makes.
+    #[allow(dead_code)]
+    parallel_tool_calls: Option<bool>,
     response_format: Option<Value>,
+}
+
+/// The tools to offer the model (`tool_choice` "none" offers none) and their names.
+fn offered_tools(b: &ChatBody) -> Result<Option<(Vec<Value>, Vec<String>)>, ApiError> {
+    let Some(tools) = b.tools.as_ref().filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let names = super::tools::check_tools(tools)?;
+    match &b.tool_choice {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "auto" => {}
+        Some(Value::String(s)) if s == "none" => return Ok(None),
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "tool_choice {other} is not supported (only \"auto\" and \"none\"): the model decides whether to call a tool"
+            )))
+        }
+    }
+    Ok(Some((tools.clone(), names)))
 }
 
 /// `finish_reason` for a summary (a cancelled request never reaches a client).
@@ -231,6 +256,14 @@ pub fn finish_reason(s: &Summary) -> &'static str {
     match s.finish {
         Finish::Length => "length",
         Finish::Stop | Finish::Cancelled => "stop",
+    }
+}
+
+/// `finish_reason`, "tool_calls" when the reply ended normally with calls.
+fn finish_with_calls(s: &Summary, calls: bool) -> &'static str {
+    match finish_reason(s) {
+        "stop" if calls => "tool_calls",
+        r => r,
     }
 }
 
@@ -275,16 +308,8 @@ fn top_logprobs(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<usize
 async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: ChatBody = parse(body)?;
     let m = st.model()?;
-    if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid("tools are not supported by this server yet").into());
-    }
-    if let Some(rf) = &b.response_format {
-        if rf.get("type").and_then(Value::as_str) != Some("text") {
-            return Err(
-                ApiError::invalid("response_format other than text is not supported yet").into(),
-            );
-        }
-    }
+    let tools = offered_tools(&b)?;
+    let json = super::structured::response_format(b.response_format.as_ref())?;
     let messages = b
         .messages
         .as_deref()
@@ -292,9 +317,11 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     if let Some(name) = &b.common.model {
         st.check_model(name)?;
     }
-    let prompt = generate::chat_prompt(m, messages)?;
+    let prompt = generate::chat_prompt(m, messages, tools.as_ref().map(|t| t.0.as_slice()))?;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
-    let req = b.common.to_request(&st, m, prompt, lp)?;
+    let mut req = b.common.to_request(&st, m, prompt, lp)?;
+    req.json = json;
+    let names = tools.map(|t| t.1);
     let n = req.n;
     let rx = generate::start(m, req)?;
     let id = format!("chatcmpl-{}", uuid_like());
@@ -310,6 +337,7 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
             name,
             b.common.include_usage(),
             lp.is_some(),
+            names,
         ));
     }
     let out = collect(rx, n).await?;
@@ -318,10 +346,27 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            json!({"index": i,
-                   "message": {"role": "assistant", "content": c.text, "refusal": null},
+            let (content, calls) = match &names {
+                Some(n) => {
+                    let mut ts = ToolStream::new(n.clone());
+                    let mut text = ts.push(&c.text);
+                    let (tail, calls) = ts.finish();
+                    text.push_str(&tail);
+                    (text, calls)
+                }
+                None => (c.text.clone(), Vec::new()),
+            };
+            let mut message = json!({"role": "assistant", "content": content, "refusal": null});
+            if !calls.is_empty() {
+                if content.is_empty() {
+                    message["content"] = Value::Null;
+                }
+                message["tool_calls"] =
+                    calls.iter().map(|t| t.openai(None)).collect();
+            }
+            json!({"index": i, "message": message,
                    "logprobs": if lp.is_some() { chat_logprobs(m, &c.tokens) } else { Value::Null },
-                   "finish_reason": c.summary.as_ref().map(finish_reason)})
+                   "finish_reason": c.summary.as_ref().map(|s| finish_with_calls(s, !calls.is_empty()))})
         })
         .collect();
     Ok(Json(
@@ -342,9 +387,13 @@ fn chat_stream(
     name: String,
     include_usage: bool,
     logprobs: bool,
+    tools: Option<Vec<String>>,
 ) -> Response {
     let fp = fingerprint(&st);
     let mut sums: Vec<Option<Summary>> = vec![None; n];
+    // Per choice: holds back tool calls while streaming content.
+    let mut held: Vec<Option<ToolStream>> =
+        (0..n).map(|_| tools.clone().map(ToolStream::new)).collect();
     let chunk = move |choices: Value, usage: Option<Value>| {
         let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
                            "model": name, "system_fingerprint": fp, "choices": choices});
@@ -369,6 +418,10 @@ fn chat_stream(
                 false,
             ),
             Some((i, Event::Delta { text, tokens })) => {
+                let text = match held[i].as_mut() {
+                    Some(ts) => ts.push(&text),
+                    None => text,
+                };
                 if text.is_empty() && (!logprobs || tokens.is_empty()) {
                     return (vec![], false);
                 }
@@ -387,11 +440,32 @@ fn chat_stream(
                 )
             }
             Some((i, Event::Done(s))) => {
-                let mut out = vec![chunk(
+                let mut out = Vec::new();
+                let (tail, calls) = held[i].as_mut().map(ToolStream::finish).unwrap_or_default();
+                if !tail.is_empty() {
+                    out.push(chunk(
+                        json!([{"index": i, "delta": {"content": tail}, "logprobs": null,
+                                "finish_reason": null}]),
+                        None,
+                    ));
+                }
+                if !calls.is_empty() {
+                    let calls: Vec<Value> = calls
+                        .iter()
+                        .enumerate()
+                        .map(|(k, t)| t.openai(Some(k)))
+                        .collect();
+                    out.push(chunk(
+                        json!([{"index": i, "delta": {"tool_calls": calls}, "logprobs": null,
+                                "finish_reason": null}]),
+                        None,
+                    ));
+                }
+                out.push(chunk(
                     json!([{"index": i, "delta": {}, "logprobs": null,
-                            "finish_reason": finish_reason(&s)}]),
+                            "finish_reason": finish_with_calls(&s, !calls.is_empty())}]),
                     None,
-                )];
+                ));
                 sums[i] = Some(s);
                 if sums.iter().all(Option::is_some) {
                     if include_usage {

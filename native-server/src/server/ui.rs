@@ -124,7 +124,7 @@ async fn chat_value(st: Shared, v: Value) -> Res {
             hist.iter().cloned().chain(new).collect()
         }
     };
-    let prompt = generate::chat_prompt(m, &conversation)?;
+    let prompt = generate::chat_prompt(m, &conversation, None)?;
     let req_sampling = SamplingFields {
         temperature: b.temperature,
         top_k: b.top_k,
@@ -151,6 +151,7 @@ async fn chat_value(st: Shared, v: Value) -> Res {
             logprobs: None,
             n: 1,
             ignore_eos: false,
+            json: None,
         },
     )?;
     let started = std::time::Instant::now();

@@ -128,7 +128,9 @@ fn quantized(
                 // SAFETY: each thread quantizes its own disjoint rows of `act`.
                 let dst =
                     unsafe { std::slice::from_raw_parts_mut(act_ptr.0.add(t * act_row), act_row) };
-                if let Err(e) = quant::quantize(vdt, &x[t * cols..(t + 1) * cols], dst) {
+                if let Err(e) =
+                    quant::dot::quantize_activation_to(vdt, &x[t * cols..(t + 1) * cols], dst)
+                {
                     *errors.lock().unwrap() = Some(format!("{e}"));
                 }
             }

@@ -9,6 +9,8 @@ mod simd;
 
 use std::sync::Arc;
 
+/// GELU as the CPU backend computes it (the wgpu backend tabulates it to match).
+pub(crate) use ops::gelu;
 pub use ops::top_k;
 pub use pool::{physical_cores, ThreadPool};
 

@@ -60,18 +60,17 @@ pub fn rope(
     freq_factors: Option<&[f32]>,
 ) {
     let half = n_rot / 2;
-    // Inverse frequencies base^(-2i/n_rot), divided by the optional factors.
-    let inv: Vec<f32> = (0..half)
-        .map(|i| {
-            let f = base.powf(-2.0 * i as f32 / n_rot as f32);
-            f / freq_factors.map_or(1.0, |ff| ff[i])
-        })
-        .collect();
+    // Angles as llama.cpp forms them: start at the position and multiply by
+    // base^(-2/n_rot) once per pair, in f32 (the accumulated rounding shifts logits by a
+    // measurable amount, so we follow it rather than computing each power afresh).
+    let step = base.powf(-2.0 / n_rot as f32);
     let mut cs = vec![(0f32, 0f32); half];
     for (row, &pos) in x.chunks_exact_mut(cols).zip(positions) {
-        for (c, &f) in cs.iter_mut().zip(&inv) {
-            let theta = pos as f32 * f;
-            *c = (theta.cos(), theta.sin());
+        let mut theta = pos as f32;
+        for (i, c) in cs.iter_mut().enumerate() {
+            let t = theta / freq_factors.map_or(1.0, |ff| ff[i]);
+            *c = (t.cos(), t.sin());
+            theta *= step;
         }
         for head in row.chunks_exact_mut(head_dim) {
             for (i, &(c, s)) in cs.iter().enumerate() {

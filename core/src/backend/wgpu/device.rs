@@ -41,7 +41,7 @@ pub(super) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
 
-fn summary(index: usize, a: &wgpu::Adapter) -> AdapterSummary {
+pub(super) fn summary(index: usize, a: &wgpu::Adapter) -> AdapterSummary {
     let info = a.get_info();
     let limits = a.limits();
     let features = a.features();

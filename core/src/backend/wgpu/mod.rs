@@ -17,6 +17,8 @@
 
 mod device;
 mod kv;
+mod open_async;
+mod pending;
 mod pipelines;
 mod record;
 mod weights;
@@ -26,12 +28,15 @@ use std::sync::Arc;
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::list_adapters;
 pub use device::{AdapterSummary, NO_ADAPTER};
+pub use open_async::NO_WEBGPU;
+pub use pending::GpuPending;
 
 use self::kv::GpuKvCache;
 use self::pipelines::Pipelines;
 use self::weights::GpuWeight;
 use super::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Readback, Result, StepBatch, Weight,
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, PendingStep, Readback, Result, StepBatch,
+    Weight,
 };
 use crate::gguf::ModelFile;
 
@@ -88,8 +93,15 @@ impl WgpuBackend {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new(opts: &WgpuOptions) -> Result<Self> {
         let gpu = device::open(opts.device_index)?;
-        let limit =
-            (gpu.limits.max_storage_buffer_binding_size as u64).min(gpu.limits.max_buffer_size);
+        Ok(Self::with_gpu(gpu, opts))
+    }
+
+    /// The backend on an open device.
+    fn with_gpu(gpu: device::Gpu, opts: &WgpuOptions) -> Self {
+        let limit = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
         // Leave room for the padding word a chunk carries (unaligned reads past the end).
         let mut max_chunk = limit.saturating_sub(16) & !3;
         if let Some(m) = opts.max_chunk_bytes {
@@ -100,7 +112,7 @@ impl WgpuBackend {
             Some(k) => k == MatMulKernel::RowPerInvocation,
             None => gpu.summary.device_type == "Cpu",
         };
-        Ok(WgpuBackend {
+        WgpuBackend {
             gpu,
             pipelines: Pipelines::default(),
             weights: Vec::new(),
@@ -109,7 +121,34 @@ impl WgpuBackend {
             max_chunk,
             row_per_invocation,
             stats: StepStats::default(),
-        })
+        }
+    }
+
+    /// Starts recording a step (checks the batch against the graph).
+    fn recorder<'a>(
+        &'a mut self,
+        graph: &Graph,
+        batch: &'a StepBatch<'a>,
+    ) -> Result<record::Recorder<'a>> {
+        let n = graph.n_tokens;
+        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
+            return Err(BackendError::InvalidStep(format!(
+                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
+                batch.tokens.len(),
+                batch.positions.len(),
+                batch.seqs.len()
+            )));
+        }
+        record::Recorder::new(
+            &self.gpu,
+            &mut self.pipelines,
+            &self.weights,
+            &self.caches,
+            &mut self.pool,
+            batch,
+            graph,
+            self.row_per_invocation,
+        )
     }
 
     /// The adapter in use.
@@ -183,31 +222,26 @@ impl Backend for WgpuBackend {
         Ok(KvCacheId(self.caches.len() as u32 - 1))
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
-        let n = graph.n_tokens;
-        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
-            return Err(BackendError::InvalidStep(format!(
-                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
-                batch.tokens.len(),
-                batch.positions.len(),
-                batch.seqs.len()
-            )));
-        }
-        let mut rec = record::Recorder::new(
-            &self.gpu,
-            &mut self.pipelines,
-            &self.weights,
-            &self.caches,
-            &mut self.pool,
-            batch,
-            graph,
-            self.row_per_invocation,
-        )?;
+        let mut rec = self.recorder(graph, batch)?;
         for i in 0..graph.nodes.len() {
             rec.node(graph, i)?;
         }
         let (out, stats) = rec.finish(graph)?;
         self.stats = stats;
         Ok(out)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn execute(&mut self, _graph: &Graph, _batch: &StepBatch) -> Result<Vec<Readback>> {
+        Err(BackendError::Unsupported(
+            "synchronous GPU readback is not available in the browser; use Engine::step_async"
+                .into(),
+        ))
+    }
+
+    fn submit(&mut self, graph: &Graph, batch: &StepBatch) -> Result<PendingStep> {
+        Ok(PendingStep::gpu(self.submit_step(graph, batch)?))
     }
 }

@@ -1,6 +1,7 @@
 //! Recording a step: each graph node becomes one or more kernel dispatches (or buffer copies);
-//! [`Recorder::finish`] encodes them all into one command encoder, submits once, and reads
-//! back the graph's outputs.
+//! [`Recorder::submit`] encodes them all into one command encoder and submits once;
+//! [`Recorder::finish`] then reads back the graph's outputs (blocking; the browser awaits them
+//! through `super::pending` instead).
 
 use super::device::Gpu;
 use super::kv::GpuKvCache;
@@ -26,10 +27,12 @@ pub(super) struct BufferPool {
     step: [Option<wgpu::Buffer>; 3],
     params: Option<wgpu::Buffer>,
     staging: Vec<Option<wgpu::Buffer>>,
-    /// RoPE inverse-frequency tables by (n_rot, base bits, factors weight).
-    rope: std::collections::HashMap<(usize, u32, Option<u32>), wgpu::Buffer>,
+    /// RoPE frequency factors by (pairs, factors weight).
+    rope: std::collections::HashMap<(usize, Option<u32>), wgpu::Buffer>,
     /// Bound where a kernel's optional input is absent.
     dummy: wgpu::Buffer,
+    /// The CPU backend's GELU of every f16 value (see elementwise.wgsl), made on first use.
+    gelu: Option<wgpu::Buffer>,
 }
 
 fn ensure(
@@ -74,7 +77,20 @@ impl BufferPool {
                 usage: wgpu::BufferUsages::STORAGE,
                 mapped_at_creation: false,
             }),
+            gelu: None,
         }
+    }
+
+    /// The GELU table, uploaded once (256 KiB).
+    fn gelu_table(&mut self, device: &wgpu::Device) -> wgpu::Buffer {
+        self.gelu
+            .get_or_insert_with(|| {
+                let table: Vec<f32> = (0..=u16::MAX)
+                    .map(|bits| crate::backend::cpu::gelu(half::f16::from_bits(bits).to_f32()))
+                    .collect();
+                super::weights::storage_with(device, "gelu", bytemuck::cast_slice(&table))
+            })
+            .clone()
     }
 }
 
@@ -126,8 +142,8 @@ pub(super) struct Recorder<'a> {
     busy_until: Vec<usize>,
     /// Use the barrier-free one-row-per-invocation product.
     row_per_invocation: bool,
-    /// Quantized copies of activations by (tensor, block size).
-    quantized: std::collections::HashMap<(u32, u32), wgpu::Buffer>,
+    /// Quantized copies of activations (and their block sums) by (tensor, block size).
+    quantized: std::collections::HashMap<(u32, u32), (wgpu::Buffer, wgpu::Buffer)>,
     /// The node being recorded.
     current: usize,
 }
@@ -253,18 +269,20 @@ impl<'a> Recorder<'a> {
     /// The activations a product with a `file_ty` weight reads: as they are, or quantized and
     /// dequantized to the CPU backend's partner type (`quant::dot::vec_dot_type`), computed
     /// once per (tensor, type) and shared by every product reading them (e.g. Q, K and V).
+    /// Also the per-32-element block sums Q8_1 activations store (the dummy buffer when the
+    /// activations are not quantized to 32-element blocks).
     fn quantized_input(
         &mut self,
         x: TensorId,
         file_ty: GgmlType,
         graph: &Graph,
-    ) -> Result<wgpu::Buffer> {
+    ) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
         let vdt = quant::dot::vec_dot_type(file_ty);
         let uses_partner = quant::dot::supports_vec_dot(file_ty) && quant::can_quantize(vdt);
         let (kernel, block) = match vdt {
             GgmlType::Q8_0 | GgmlType::Q8_1 if uses_partner => (Kernel::ActQ8_0, 32),
             GgmlType::Q8_K if uses_partner => (Kernel::ActQ8K, 256),
-            _ => return self.input(x),
+            _ => return Ok((self.input(x)?, self.pool.dummy.clone())),
         };
         let key = (x.0, block as u32);
         if let Some(b) = self.quantized.get(&key) {
@@ -279,16 +297,22 @@ impl<'a> Recorder<'a> {
         let src = self.input(x)?;
         let until = self.last_use[x.0 as usize];
         let out = self.alloc((rows * cols * 4) as u64, until);
+        let sums = self.alloc((rows * cols / 32 * 4) as u64, until);
         let n_blocks = rows * cols / block;
         let (gx, gy) = grid(n_blocks.div_ceil(64));
         self.dispatch(
             kernel,
-            vec![src, out.clone()],
+            vec![src, out.clone(), sums.clone()],
             &[n_blocks as u32, gx * 64, 0, 0],
             (gx, gy, 1),
         );
-        self.quantized.insert(key, out.clone());
-        Ok(out)
+        let sums = if block == 32 {
+            sums
+        } else {
+            self.pool.dummy.clone()
+        };
+        self.quantized.insert(key, (out.clone(), sums.clone()));
+        Ok((out, sums))
     }
 
     /// The buffer node `i` writes: a pooled buffer whose previous tenant is no longer read
@@ -370,8 +394,9 @@ impl<'a> Recorder<'a> {
     ) {
         let (gx, gy) = grid(n.div_ceil(256));
         let b = b.unwrap_or_else(|| a.clone());
+        let table = self.pool.gelu_table(&self.gpu.device);
         let p = [n as u32, op, s.to_bits(), cols as u32, gx * 256, 0, 0, 0];
-        self.dispatch(Kernel::Elementwise, vec![a, b, out], &p, (gx, gy, 1));
+        self.dispatch(Kernel::Elementwise, vec![a, b, out, table], &p, (gx, gy, 1));
     }
 
     /// Records node `i` of `graph`.
@@ -408,7 +433,7 @@ impl<'a> Recorder<'a> {
             }
             Op::MatMul { w, x } => {
                 let w = self.weight(w)?;
-                let x = self.quantized_input(*x, w.file_ty, graph)?;
+                let (x, xs) = self.quantized_input(*x, w.file_ty, graph)?;
                 let out = self.output(i, rows * cols * 4);
                 // Invocations per row: as many as the row has 32-element units (rounded down to
                 // a power of two), at most 64; one with the barrier-free kernel.
@@ -437,7 +462,7 @@ impl<'a> Recorder<'a> {
                         gx,
                         tpr as u32,
                     ];
-                    let bufs = vec![c.buf.clone(), x.clone(), out.clone()];
+                    let bufs = vec![c.buf.clone(), x.clone(), out.clone(), xs.clone()];
                     self.dispatch(kernel, bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
                 }
             }
@@ -479,7 +504,9 @@ impl<'a> Recorder<'a> {
                 neox,
                 freq_factors,
             } => {
-                let inv = self.rope_table(*n_rot, *base, freq_factors.as_ref())?;
+                let factors = self.rope_factors(*n_rot, freq_factors.as_ref())?;
+                // The CPU backend's expression, so the shader's recurrence matches it bit for bit.
+                let step = base.powf(-2.0 / *n_rot as f32);
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
                 let n = rows * cols;
@@ -491,10 +518,10 @@ impl<'a> Recorder<'a> {
                     *n_rot as u32,
                     *neox as u32,
                     gx * 256,
-                    0,
+                    step.to_bits(),
                     0,
                 ];
-                let bufs = vec![x, self.positions.clone(), inv, out];
+                let bufs = vec![x, self.positions.clone(), factors, out];
                 self.dispatch(Kernel::Rope, bufs, &p, (gx, gy, 1));
             }
             Op::KvStore { kv, layer, k, v } => {
@@ -654,19 +681,19 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    /// The inverse frequencies of a RoPE configuration, computed once with the CPU backend's
-    /// formula (so both backends rotate by the same angles) and cached.
-    fn rope_table(&mut self, n_rot: usize, base: f32, ff: Option<&Weight>) -> Result<wgpu::Buffer> {
-        let key = (n_rot, base.to_bits(), ff.map(|w| w.id));
+    /// The frequency factors of a RoPE configuration (ones when the model has none), uploaded
+    /// once and cached. The angles themselves are formed in the shader (see rope.wgsl).
+    fn rope_factors(&mut self, n_rot: usize, ff: Option<&Weight>) -> Result<wgpu::Buffer> {
+        let half = n_rot / 2;
+        let key = (half, ff.map(|w| w.id));
         if let Some(b) = self.pool.rope.get(&key) {
             return Ok(b.clone());
         }
-        let half = n_rot / 2;
         let factors = match ff {
             Some(w) => {
                 let g = self.weight(w)?;
                 match &g.host {
-                    Some(v) if v.len() >= half => v.clone(),
+                    Some(v) if v.len() >= half => v[..half].to_vec(),
                     _ => {
                         return Err(BackendError::BadTensor {
                             name: g.name.clone(),
@@ -675,12 +702,10 @@ impl<'a> Recorder<'a> {
                     }
                 }
             }
-            None => vec![1.0; half],
+            None => vec![1.0; half.max(1)],
         };
-        let inv: Vec<f32> = (0..half)
-            .map(|i| base.powf(-2.0 * i as f32 / n_rot as f32) / factors[i])
-            .collect();
-        let b = super::weights::storage_with(&self.gpu.device, "rope", bytemuck::cast_slice(&inv));
+        let b =
+            super::weights::storage_with(&self.gpu.device, "rope", bytemuck::cast_slice(&factors));
         self.pool.rope.insert(key, b.clone());
         Ok(b)
     }
@@ -749,8 +774,9 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    /// Encodes every command into one encoder, submits once and reads back the outputs.
-    pub fn finish(self, graph: &Graph) -> Result<(Vec<Readback>, StepStats)> {
+    /// Encodes every command into one encoder and submits it once; the outputs are copied to
+    /// staging buffers, to be mapped by the caller (blocking natively, awaited in the browser).
+    pub fn submit(self, graph: &Graph) -> Result<(Submitted, StepStats)> {
         let device = &self.gpu.device;
         let mut stats = StepStats {
             submissions: 1,
@@ -876,24 +902,29 @@ impl<'a> Recorder<'a> {
             reads.push((*t, st, bytes, is_topk.then_some(bytes)));
         }
         self.gpu.queue.submit(Some(enc.finish()));
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            if let Some(e) = super::device::block_on(scope.pop()) {
-                return Err(BackendError::Unsupported(format!(
-                    "GPU validation error: {e}"
-                )));
-            }
-            let out = read_back(self.gpu, graph, &reads)?;
-            Ok((out, stats))
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            drop((scope, reads));
-            Err(BackendError::Unsupported(
-                "synchronous GPU readback is not available in the browser".into(),
-            ))
-        }
+        Ok((Submitted { reads, scope }, stats))
     }
+
+    /// Submits the step and reads the outputs back, blocking until the GPU is done.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn finish(self, graph: &Graph) -> Result<(Vec<Readback>, StepStats)> {
+        let gpu = self.gpu;
+        let (sub, stats) = self.submit(graph)?;
+        if let Some(e) = super::device::block_on(sub.scope.pop()) {
+            return Err(BackendError::Unsupported(format!(
+                "GPU validation error: {e}"
+            )));
+        }
+        let out = read_back(gpu, graph, &sub.reads)?;
+        Ok((out, stats))
+    }
+}
+
+/// A submitted step: the validation scope still open and the staging buffers its outputs are
+/// being copied to (output tensor, staging buffer, value bytes, id bytes of a top-k output).
+pub(super) struct Submitted {
+    pub reads: Vec<(TensorId, wgpu::Buffer, u64, Option<u64>)>,
+    pub scope: wgpu::ErrorScopeGuard,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -911,6 +942,15 @@ fn read_back(
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| BackendError::Unsupported(format!("GPU device lost or stalled: {e}")))?;
+    collect_mapped(graph, reads)
+}
+
+/// Copies the outputs out of their mapped staging buffers (every one with bytes must be
+/// mapped) and unmaps them.
+pub(super) fn collect_mapped(
+    graph: &Graph,
+    reads: &[(TensorId, wgpu::Buffer, u64, Option<u64>)],
+) -> Result<Vec<Readback>> {
     let mut out = Vec::with_capacity(reads.len());
     for (t, st, bytes, ids) in reads {
         let node = &graph.nodes[t.0 as usize];

@@ -13,6 +13,7 @@
 //! K-quant SIMD kernels are bit-identical to the scalar ones, the 32-element ones differ only
 //! in the order of float accumulation.
 
+mod act;
 mod scalar;
 
 #[cfg(target_arch = "x86_64")]
@@ -50,7 +51,7 @@ pub fn quantize_activation(
     let at = vec_dot_type(w);
     let (block, size) = at.block_geometry();
     buf.resize(x.len() / block * size, 0);
-    crate::quant::quantize(at, x, buf)
+    quantize_activation_to(at, x, buf)
 }
 
 /// Whether [`vec_dot`] handles weights of type `w`.
@@ -443,43 +444,67 @@ pub fn has_simd_kernel(w: GgmlType) -> bool {
     }
 }
 
-/// Quantizes one activation row `x` to Q8_0 (bit-identical to [`crate::quant::quantize`],
-/// using AVX2 when available). Returns false when the caller must use the scalar path.
-pub(crate) fn quantize_q8_0_fast(x: &[f32], dst: &mut [u8]) -> bool {
+/// Quantizes one activation row `x` into `dst` as type `at`, the way llama.cpp's CPU backend
+/// quantizes activations: for Q8_0, Q8_1 and Q8_K with inverse scale 127/amax and rounding half
+/// to even (AVX2 when available, else the bit-identical portable code in `act.rs`); other types
+/// with [`crate::quant::quantize`]. `dst` must hold exactly `at.bytes_for(x.len())` bytes.
+///
+/// The GGML reference quantizers ([`crate::quant::quantize`], used for weights) round half
+/// away from zero with 1/d instead; the two differ only at rounding ties and one-ulp
+/// differences of the inverse scale, but those are enough to move logits measurably.
+pub fn quantize_activation_to(
+    at: GgmlType,
+    x: &[f32],
+    dst: &mut [u8],
+) -> Result<(), crate::quant::QuantError> {
+    use crate::quant::QuantError;
+    if !matches!(at, GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::Q8_K) {
+        return crate::quant::quantize(at, x, dst);
+    }
+    let (block, size) = at.block_geometry();
+    if !x.len().is_multiple_of(block) {
+        return Err(QuantError::NotWholeBlocks {
+            ty: at,
+            n: x.len(),
+            block,
+        });
+    }
+    if dst.len() != x.len() / block * size {
+        return Err(QuantError::WrongByteLen {
+            ty: at,
+            n: x.len(),
+            expected: x.len() / block * size,
+            got: dst.len(),
+        });
+    }
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        // SAFETY: features checked; the caller checked the lengths.
-        unsafe { avx2_act::quantize_q8_0(x, dst) };
-        return true;
+        // SAFETY: features checked; lengths checked above.
+        unsafe {
+            match at {
+                GgmlType::Q8_0 => avx2_act::quantize_q8_0(x, dst),
+                GgmlType::Q8_1 => avx2_act::quantize_q8_1(x, dst),
+                _ => avx2_act::quantize_q8_k(x, dst),
+            }
+        }
+        return Ok(());
     }
-    let _ = (x, dst);
-    false
+    match at {
+        GgmlType::Q8_0 => act::quantize_q8_0(x, dst),
+        GgmlType::Q8_1 => act::quantize_q8_1(x, dst),
+        _ => act::quantize_q8_k(x, dst),
+    }
+    Ok(())
 }
 
-/// Quantizes one activation row to Q8_1 with AVX2 when available (bit-identical to the
-/// scalar quantizer). Returns false when the caller must use the scalar path.
-pub(crate) fn quantize_q8_1_fast(x: &[f32], dst: &mut [u8]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: features checked; the caller checked the lengths.
-        unsafe { avx2_act::quantize_q8_1(x, dst) };
-        return true;
+/// The portable activation quantizer (what builds without AVX2 use), for tests.
+#[cfg(test)]
+fn quantize_activation_portable(at: GgmlType, x: &[f32], dst: &mut [u8]) {
+    match at {
+        GgmlType::Q8_0 => act::quantize_q8_0(x, dst),
+        GgmlType::Q8_1 => act::quantize_q8_1(x, dst),
+        _ => act::quantize_q8_k(x, dst),
     }
-    let _ = (x, dst);
-    false
-}
-
-/// Quantizes one activation row to Q8_K with AVX2 when available (bit-identical to the
-/// scalar quantizer). Returns false when the caller must use the scalar path.
-pub(crate) fn quantize_q8_k_fast(x: &[f32], dst: &mut [u8]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: features checked; the caller checked the lengths.
-        unsafe { avx2_act::quantize_q8_k(x, dst) };
-        return true;
-    }
-    let _ = (x, dst);
-    false
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
-//! vec_dot against the f64 dot of dequantized rows, SIMD against scalar, and the SIMD
-//! activation quantizers against the scalar ones, on random rows of every supported type.
+//! vec_dot against the f64 dot of dequantized rows, SIMD against scalar, and the activation
+//! quantizers (SIMD and portable) against llama.cpp's rounding, on random rows of every
+//! supported type.
 
 use super::*;
-use crate::quant::{dequantize_to_vec, quantize, quantize_scalar, quantize_to_vec};
+use crate::quant::{dequantize_to_vec, quantize, quantize_to_vec};
 
 struct Rng(u64);
 
@@ -143,23 +144,86 @@ fn vec_dot_matches_dequantized_dot() {
     }
 }
 
+/// llama.cpp's CPU activation quantizers, element by element: inverse scale 127/amax, round
+/// half to even (its AVX2 Q8_0/Q8_1 code and its Q8_K reference); Q8_K keeps 1/(127/amax)
+/// as the scale, Q8_0/Q8_1 amax/127 in f16. The model the SIMD quantizers must equal.
+fn llama_cpp_activation(ty: GgmlType, x: &[f32]) -> Vec<u8> {
+    let bs = ty.block_size();
+    let mut out = Vec::new();
+    for b in x.chunks_exact(bs) {
+        let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let id = if amax == 0.0 { 0.0 } else { 127.0 / amax };
+        let q: Vec<i8> = b
+            .iter()
+            .map(|v| (v * id).round_ties_even().clamp(-127.0, 127.0) as i8)
+            .collect();
+        let f16 = |v: f32| half::f16::from_f32(v).to_le_bytes();
+        match ty {
+            GgmlType::Q8_0 => out.extend(f16(amax / 127.0)),
+            GgmlType::Q8_1 => {
+                let d = amax / 127.0;
+                let sum: i32 = q.iter().map(|&v| v as i32).sum();
+                out.extend(f16(d));
+                out.extend(f16(d * sum as f32));
+            }
+            _ => {
+                let d = if amax == 0.0 { 0.0 } else { 1.0 / id };
+                out.extend(d.to_le_bytes());
+            }
+        }
+        out.extend(q.iter().map(|&v| v as u8));
+        if ty == GgmlType::Q8_K {
+            for g in q.chunks(16) {
+                out.extend((g.iter().map(|&v| v as i16).sum::<i16>()).to_le_bytes());
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn simd_activation_quantizers_match_scalar() {
+fn activation_quantizers_round_as_llama_cpp() {
     let mut rng = Rng(42);
     for ty in [GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::Q8_1] {
         for n in [256usize, 512, 4096] {
             let mut x = activation(n, &mut rng);
-            // Exact ties: with amax 127 the scale is 1, so k + 0.5 sits on a rounding tie.
+            // Exact ties: with amax 127 the scale is 1, so k + 0.5 sits on a rounding tie
+            // (half to even here, half away from zero in GGML's reference quantizer).
             x[0] = 127.0;
             for (i, v) in x.iter_mut().enumerate().take(256).skip(1) {
                 *v = (i as f32 - 128.0) / 2.0;
             }
             x[300 % n] = 0.0;
             let size = n / ty.block_size() * ty.type_size();
-            let (mut fast, mut slow) = (vec![0u8; size], vec![0u8; size]);
-            quantize(ty, &x, &mut fast).unwrap();
-            quantize_scalar(ty, &x, &mut slow).unwrap();
-            assert_eq!(fast, slow, "{ty} n={n}");
+            let (mut fast, mut portable, mut slow) =
+                (vec![0u8; size], vec![0u8; size], vec![0u8; size]);
+            quantize_activation_to(ty, &x, &mut fast).unwrap();
+            quantize_activation_portable(ty, &x, &mut portable);
+            quantize(ty, &x, &mut slow).unwrap();
+            let want = llama_cpp_activation(ty, &x);
+            assert_eq!(fast, want, "{ty} n={n}");
+            assert_eq!(portable, want, "{ty} n={n}: portable");
+            assert_ne!(fast, slow, "{ty} n={n}: the ties should round differently");
+            // Either way both encode the same values to within one quantization step.
+            let (a, b) = (
+                dequantize_to_vec(ty, &fast, n).unwrap(),
+                dequantize_to_vec(ty, &slow, n).unwrap(),
+            );
+            for (blk, (fa, fb)) in a
+                .chunks(ty.block_size())
+                .zip(b.chunks(ty.block_size()))
+                .enumerate()
+            {
+                let amax = x[blk * ty.block_size()..][..ty.block_size()]
+                    .iter()
+                    .fold(0f32, |m, v| m.max(v.abs()));
+                for (u, v) in fa.iter().zip(fb) {
+                    assert!(
+                        (u - v).abs() <= amax / 127.0 * 1.01,
+                        "{ty} n={n}: {u} vs {v}"
+                    );
+                }
+            }
         }
     }
     // All-zero rows quantize to zero scales and quants.
@@ -234,7 +298,11 @@ fn quantize_activation_uses_the_vec_dot_type() {
     let mut buf = Vec::new();
     for ty in TYPES {
         quantize_activation(ty, &x, &mut buf).unwrap();
-        assert_eq!(buf, quantize_to_vec(vec_dot_type(ty), &x).unwrap(), "{ty}");
+        let at = vec_dot_type(ty);
+        let mut want = vec![0u8; buf.len()];
+        quantize_activation_to(at, &x, &mut want).unwrap();
+        assert_eq!(buf, want, "{ty}");
+        assert_eq!(buf.len(), at.bytes_for(512).unwrap() as usize, "{ty}");
     }
     assert!(quantize_activation(GgmlType::Q4_K, &x[..100], &mut buf).is_err());
 }

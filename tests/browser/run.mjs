@@ -1,0 +1,202 @@
+// End-to-end test of the browser build in Debian's headless Chromium (playwright-core; a
+// browser is never downloaded). Starts the real `weft serve`, then:
+//  1. /play/ on WebGPU (SwiftShader): loads SmolLM2 135M from the server, generates 8 greedy
+//     tokens and compares them with the native CPU backend (`weft run --json`) and with the
+//     llama.cpp reference.
+//  2. a second page load gets the model from the browser cache (no new download request).
+//  3. a browser without WebGPU: backend "auto" falls back to the CPU (wasm SIMD) and gives the
+//     same 8 tokens; one chat turn through the page's UI (streamed into a bubble, stop button
+//     shown while generating); the example embedding page streams a reply.
+// (The chat turns run on the CPU fallback: SwiftShader needs seconds per token.)
+// Prints one JSON line of figures (tokens/s) at the end. Exit code 0 = pass.
+//
+// Env: WEFT_BIN (the weft binary), WEFT_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
+// WEFT_REFERENCE (default /work/shared/reference/smollm2-135m.dev.json or $WEFT_REFERENCE_DIR),
+// CHROMIUM (default /usr/bin/chromium).
+
+import { chromium } from "playwright-core";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, existsSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const bin = process.env.WEFT_BIN || join(process.env.CARGO_TARGET_DIR || join(root, "target"), "debug/weft");
+const model = resolve(root, process.env.WEFT_MODEL || "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+const refDir = process.env.WEFT_REFERENCE_DIR || "/work/shared/reference";
+const refPath = process.env.WEFT_REFERENCE || join(refDir, "smollm2-135m.dev.json");
+const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
+// Every one of its first 8 reference steps has a top-1/top-2 margin of at least 0.3, so the
+// tokens are not at the mercy of rounding differences between backends.
+const PROMPT = "def fibonacci(n):";
+const N = 8;
+const LONG = 15 * 60_000;
+
+const log = (...a) => console.error("[browser-test]", ...a);
+const base_args = [
+  "--no-sandbox", "--headless", "--disable-background-networking", "--disable-component-update",
+  "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+];
+for (const [what, p] of [["weft binary", bin], ["model", model], ["chromium", chromiumPath],
+  ["browser package (scripts/build-web.sh)", join(root, "web/pkg/weft_wasm_bg.wasm")]]) {
+  if (!existsSync(p)) throw new Error(`missing ${what}: ${p}`);
+}
+
+// --- native tokens: the CPU backend through the CLI.
+const native = JSON.parse(execFileSync(bin, ["run", "--model", model, "--backend", "cpu", "--raw",
+  "--prompt", PROMPT, "--temperature", "0", "--max-tokens", String(N), "--ignore-eos", "--json"],
+  { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop());
+log("native cpu tokens", native.tokens, `${native.timings.gen_tokens_per_s.toFixed(1)} tok/s`);
+assert.equal(native.tokens.length, N);
+
+// Reference: tokens agree up to the first step whose margin is below 0.3 (README's rule).
+let refTokens = null;
+if (existsSync(refPath)) {
+  const ref = JSON.parse(readFileSync(refPath, "utf8"));
+  const c = ref.cases.find((c) => c.kind === "raw" && c.prompt === PROMPT);
+  refTokens = [];
+  for (const s of c.steps.slice(0, N)) {
+    refTokens.push(s.token);
+    if (s.margin < 0.3) break;
+  }
+  assert.deepEqual(native.tokens.slice(0, refTokens.length), refTokens, "native CPU vs the llama.cpp reference");
+} else if (process.env.CI) {
+  throw new Error(`reference missing under CI: ${refPath}`);
+} else {
+  log(`*** reference ${refPath} missing: skipping the reference comparison ***`);
+}
+
+// --- the server.
+const server = spawn(bin, ["serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
+  { stdio: ["ignore", "ignore", "pipe"], cwd: root });
+const base = await new Promise((res, rej) => {
+  let buf = "";
+  const t = setTimeout(() => rej(new Error("weft serve did not start")), 120_000);
+  server.stderr.on("data", (d) => {
+    buf += d;
+    const m = buf.match(/listening on (http:\/\/[^\s]+)/);
+    if (m) { clearTimeout(t); res(m[1].replace(/\/$/, "")); }
+  });
+  server.on("exit", (c) => rej(new Error(`weft serve exited (${c}): ${buf}`)));
+});
+log("server", base);
+
+const figures = { native_cpu_tok_s: native.timings.gen_tokens_per_s };
+const profile = mkdtempSync(join(tmpdir(), "weft-chromium-"));
+let ctx = null;
+try {
+  // --- WebGPU runs (persistent profile so the origin's file system survives a reload).
+  ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath, headless: true, args: [...base_args, "--enable-unsafe-webgpu"],
+  });
+  let downloads = 0;
+  ctx.on("request", (r) => { if (/\/models\/[^/]+\/file/.test(r.url())) downloads++; });
+  const page = ctx.pages()[0] || (await ctx.newPage());
+  page.on("console", (m) => log("page:", m.text()));
+  page.on("pageerror", (e) => log("page error:", e.message));
+
+  async function loadPage(backend) {
+    await page.goto(`${base}/play/?backend=${backend}`);
+    await page.waitForFunction(() => window.weftPage && document.getElementById("served").value !== "");
+    await page.click("#load");
+    await page.waitForFunction(() => window.weftLoad || document.querySelector(".notice.err:not([hidden])"), null, { timeout: LONG });
+    const err = await page.evaluate(() => !window.weftLoad && document.getElementById("notice").textContent);
+    if (err) throw new Error(`page load failed: ${err}`);
+    return page.evaluate(() => window.weftLoad);
+  }
+  async function greedy(pg, n = N) {
+    return pg.evaluate(async ([prompt, n]) => {
+      const g = window.weft.complete(prompt, { temperature: 0, maxTokens: n, ignoreEos: true });
+      let text = "";
+      for await (const d of g) text += d;
+      const r = await g.result;
+      return { ...r, streamed: text };
+    }, [PROMPT, n]);
+  }
+
+  const info1 = await loadPage("webgpu");
+  log("loaded", JSON.stringify({ source: info1.source, backend: info1.backend, adapter: info1.adapter?.name }));
+  assert.equal(info1.backend, "webgpu");
+  assert.equal(info1.source, "network");
+  assert.ok(downloads >= 1, "the model was downloaded from the server");
+  const gpu = await greedy(page);
+  log("webgpu tokens", gpu.tokens, `${gpu.timings.tokensPerS.toFixed(2)} tok/s`);
+  assert.deepEqual(gpu.tokens, native.tokens, "WebGPU vs native CPU tokens");
+  assert.equal(gpu.streamed, gpu.text);
+  assert.equal(gpu.text, native.text);
+  figures.webgpu_swiftshader_tok_s = gpu.timings.tokensPerS;
+  figures.webgpu_prompt_tok_s = gpu.timings.promptTokensPerS;
+
+  // --- second load: from the browser cache.
+  const before = downloads;
+  const info2 = await loadPage("webgpu");
+  assert.equal(info2.source, "cache", "second load comes from the browser cache");
+  assert.equal(downloads, before, "no download request on the second load");
+  const gpu2 = await greedy(page, 2);
+  assert.deepEqual(gpu2.tokens, native.tokens.slice(0, 2));
+
+  await ctx.close();
+  ctx = null;
+
+  // --- no WebGPU: "auto" runs on the CPU backend.
+  const browser = await chromium.launch({
+    executablePath: chromiumPath, headless: true, args: [...base_args, "--disable-blink-features=WebGPU"],
+  });
+  try {
+    const p2 = await browser.newPage();
+    p2.on("pageerror", (e) => log("page error:", e.message));
+    await p2.goto(`${base}/play/?backend=auto`);
+    // Without --enable-unsafe-webgpu, Linux Chromium exposes no WebGPU adapter.
+    const noGpu = await p2.evaluate(async () => !navigator.gpu || !(await navigator.gpu.requestAdapter()));
+    assert.equal(noGpu, true, "WebGPU is unavailable here");
+    await p2.waitForFunction(() => window.weftPage && document.getElementById("served").value !== "");
+    await p2.click("#load");
+    await p2.waitForFunction(() => window.weftLoad || document.querySelector(".notice.err:not([hidden])"), null, { timeout: LONG });
+    const info3 = await p2.evaluate(() => window.weftLoad || document.getElementById("notice").textContent);
+    assert.equal(info3.backend, "cpu", `fallback: ${JSON.stringify(info3)}`);
+    assert.equal(info3.simd128, true);
+    const cpu = await greedy(p2);
+    log("wasm cpu tokens", cpu.tokens, `${cpu.timings.tokensPerS.toFixed(2)} tok/s`);
+    assert.deepEqual(cpu.tokens, native.tokens, "wasm CPU vs native CPU tokens");
+    figures.wasm_cpu_tok_s = cpu.timings.tokensPerS;
+
+    // Cancellation: an AbortSignal stops generation after the first delta.
+    const stopped = await p2.evaluate(async (prompt) => {
+      const ac = new AbortController();
+      const g = window.weft.complete(prompt, { temperature: 0, maxTokens: 64, ignoreEos: true, signal: ac.signal });
+      for await (const d of g) if (d) ac.abort();
+      return g.result;
+    }, PROMPT);
+    assert.equal(stopped.finishReason, "abort");
+    assert.ok(stopped.usage.completionTokens < 64, JSON.stringify(stopped.usage));
+    // A bad request is a JS Error with a message, and the engine keeps working.
+    const bad = await p2.evaluate(() => window.weft.chat([], {}).result.catch((e) => e.message));
+    assert.match(bad, /messages must not be empty/);
+
+    // One chat turn through the page's UI.
+    await p2.fill("#max-tokens", "4");
+    await p2.fill("#prompt", "Hi");
+    await p2.click("#send");
+    await p2.waitForSelector(".msg.assistant .meta", { timeout: LONG });
+    const meta = await p2.textContent(".msg.assistant .meta");
+    assert.match(meta, /tok\/s/);
+    assert.ok((await p2.textContent(".msg.assistant")).length > meta.length, "the reply streamed text");
+    assert.match(await p2.textContent("#speed"), /tok\/s on CPU/);
+
+    // --- the example embedding page.
+    await p2.goto(`${base}/play/example/?model=/models/default/file`);
+    await p2.waitForFunction(() => window.exampleDone === true, null, { timeout: LONG });
+    const out = await p2.textContent("#out");
+    assert.ok(out.trim().length > 0, "the example streamed text");
+    log("example said", JSON.stringify(out));
+  } finally {
+    await browser.close();
+  }
+  console.log(JSON.stringify({ ok: true, tokens: native.tokens, reference_prefix: refTokens, ...figures }));
+} finally {
+  if (ctx) await ctx.close().catch(() => {});
+  server.kill();
+  rmSync(profile, { recursive: true, force: true });
+}

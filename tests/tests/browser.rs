@@ -1,0 +1,77 @@
+//! The browser build end to end: `tests/browser/run.mjs` drives Debian's headless Chromium
+//! (playwright-core) against the real `weft serve`: WebGPU tokens equal the native CPU
+//! backend's and the llama.cpp reference, the second load comes from the browser cache, the
+//! example page works, and without WebGPU the CPU fallback gives the same tokens.
+//!
+//! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh` (CI installs and
+//! runs all three); skips loudly when one is missing, fails under CI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use weft_core::test_support::{model_path, reference_dir};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The first missing prerequisite, if any.
+fn missing() -> Option<String> {
+    let root = root();
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node_ok {
+        return Some("node".into());
+    }
+    for (what, p) in [
+        (
+            "chromium (apt-get install chromium)",
+            PathBuf::from("/usr/bin/chromium"),
+        ),
+        (
+            "playwright-core (npm ci in tests/browser)",
+            root.join("tests/browser/node_modules/playwright-core"),
+        ),
+        (
+            "the browser package (scripts/build-web.sh)",
+            root.join("web/pkg/weft_wasm_bg.wasm"),
+        ),
+    ] {
+        if !Path::new(&p).exists() {
+            return Some(format!("{what}: {}", p.display()));
+        }
+    }
+    None
+}
+
+#[test]
+fn browser_end_to_end() {
+    let Some(model) = model_path("smollm2") else {
+        return;
+    };
+    if let Some(m) = missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("browser test prerequisite missing under CI: {m}");
+        }
+        eprintln!("\n*** SKIPPING the browser test: missing {m} ***\n");
+        return;
+    }
+    let bin = weft_tests::weft_binary();
+    let out = Command::new("node")
+        .arg(root().join("tests/browser/run.mjs"))
+        .env("WEFT_BIN", &bin)
+        .env("WEFT_MODEL", &model)
+        .env("WEFT_REFERENCE_DIR", reference_dir())
+        .output()
+        .expect("running node tests/browser/run.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    assert!(out.status.success(), "the browser test failed: {stdout}");
+    let figures: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .expect("run.mjs prints a JSON summary");
+    assert_eq!(figures["ok"], true);
+}

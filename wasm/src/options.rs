@@ -1,0 +1,75 @@
+//! Engine and generation options as the JavaScript API spells them (camelCase).
+
+use serde::Deserialize;
+use weft_core::sampler::SamplerConfig;
+
+/// `Weft.create(options)`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateOptions {
+    /// `webgpu`, `cpu` or `auto` (WebGPU when available, else CPU). Default `auto`.
+    pub backend: Option<String>,
+    /// Context length in tokens (default 2048, capped by the model's training context).
+    pub context_size: Option<usize>,
+}
+
+/// `chat(messages, options)` / `complete(prompt, options)`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenOptions {
+    pub max_tokens: usize,
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub repeat_penalty: f32,
+    pub presence_penalty: f32,
+    pub frequency_penalty: f32,
+    pub seed: Option<u64>,
+    /// Stop strings (the text before the first match is returned).
+    pub stop: Vec<String>,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// `complete` only: parse special-token text in the prompt (default false).
+    pub special: bool,
+    /// `chat` only: extra template variables, e.g. `{"enable_thinking": false}`.
+    pub template_vars: Option<serde_json::Value>,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        let s = SamplerConfig::default();
+        GenOptions {
+            max_tokens: 256,
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            repeat_penalty: s.repeat_penalty,
+            presence_penalty: s.presence_penalty,
+            frequency_penalty: s.frequency_penalty,
+            seed: None,
+            stop: Vec::new(),
+            ignore_eos: false,
+            special: false,
+            template_vars: None,
+        }
+    }
+}
+
+impl GenOptions {
+    /// The sampler settings (`seed` None is filled by the caller).
+    pub fn sampler(&self) -> SamplerConfig {
+        SamplerConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repeat_penalty: self.repeat_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+            ..SamplerConfig::default()
+        }
+    }
+}

@@ -1,0 +1,184 @@
+// Weft in the browser: the JavaScript API. The engine (weft_wasm) runs in a Web Worker so the
+// page stays responsive; this module turns its messages into promises and async iterators.
+//
+//   import { Weft } from "./pkg/weft.js";
+//   const weft = await Weft.create({ backend: "auto" });          // "webgpu" | "cpu" | "auto"
+//   await weft.load("/models/m/file", { onProgress: (p) => console.log(p) });
+//   for await (const delta of weft.chat([{ role: "user", content: "Hi" }], { maxTokens: 64 }))
+//     out.textContent += delta;
+//
+// Streams end with a result (`stream.result`: text, tokens, finishReason, usage, timings).
+
+/** A stream of text deltas (an async iterator) that also resolves to the final result. */
+class Generation {
+  constructor() {
+    this._queue = [];
+    this._wake = null;
+    this._done = false;
+    this._error = null;
+    this.result = new Promise((res, rej) => {
+      this._resolve = res;
+      this._reject = rej;
+    });
+    this.result.catch(() => {});
+  }
+  _push(text) {
+    this._queue.push(text);
+    this._notify();
+  }
+  _finish(value) {
+    this._done = true;
+    this._resolve(value);
+    this._notify();
+  }
+  _fail(err) {
+    this._done = true;
+    this._error = err;
+    this._reject(err);
+    this._notify();
+  }
+  _notify() {
+    const w = this._wake;
+    this._wake = null;
+    if (w) w();
+  }
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this._queue.length) {
+        yield this._queue.shift();
+        continue;
+      }
+      if (this._error) throw this._error;
+      if (this._done) return;
+      await new Promise((r) => (this._wake = r));
+    }
+  }
+}
+
+export class Weft {
+  /** Use `Weft.create`. */
+  constructor(worker) {
+    this._worker = worker;
+    this._next = 1;
+    this._pending = new Map();
+    worker.onmessage = (e) => this._receive(e.data);
+    worker.onerror = (e) => {
+      const err = new Error(`the Weft worker failed: ${e.message || "could not start (is pkg/ built?)"}`);
+      for (const p of this._pending.values()) p.reject(err);
+      this._pending.clear();
+    };
+  }
+
+  /**
+   * Starts the engine in a Web Worker. options: {backend: "webgpu"|"cpu"|"auto", contextSize,
+   * workerUrl, wasmUrl}. Rejects with a clear Error when WebGPU was asked for but is missing.
+   */
+  static async create(options = {}) {
+    const { workerUrl, wasmUrl, ...engineOptions } = options;
+    const url = workerUrl || new URL("./weft-worker.js", import.meta.url);
+    const w = new Weft(new Worker(url, { type: "module" }));
+    w.info = await w._call({ op: "create", options: engineOptions, wasmUrl });
+    return w;
+  }
+
+  /** The backend in use ("webgpu" or "cpu"). */
+  get backend() {
+    return this.info?.backend;
+  }
+
+  /**
+   * Loads a model: a URL (downloaded with progress, cached in the browser), a File/Blob, or an
+   * ArrayBuffer. onProgress({phase: "download"|"cache"|"read"|"upload"|"compile", loaded, total}).
+   * Resolves to info() plus {source: "network"|"cache"|"file"|"memory", notice}.
+   */
+  async load(source, { onProgress, name, cache = true } = {}) {
+    const msg = { op: "load", source, name, cache, base: globalThis.location?.href };
+    const info = await this._call(msg, { onProgress });
+    this.info = info;
+    return info;
+  }
+
+  /** Chat with OpenAI-style messages; an async iterator of text deltas (see Generation). */
+  chat(messages, options = {}) {
+    return this._stream({ op: "chat", messages, options: strip(options) }, options.signal);
+  }
+
+  /** Continue a raw prompt (no chat template); same streaming as chat. */
+  complete(prompt, options = {}) {
+    return this._stream({ op: "complete", prompt, options: strip(options) }, options.signal);
+  }
+
+  /** Token ids of text. */
+  tokenize(text, { special = false } = {}) {
+    return this._call({ op: "tokenize", text, special });
+  }
+
+  /** Text of token ids. */
+  detokenize(ids) {
+    return this._call({ op: "detokenize", ids: Array.from(ids) });
+  }
+
+  /** Model, backend, adapter and limits. */
+  async refreshInfo() {
+    this.info = await this._call({ op: "info" });
+    return this.info;
+  }
+
+  /** Forgets the cached conversation. */
+  reset() {
+    return this._call({ op: "reset" });
+  }
+
+  /** Deletes the models cached in this origin's private file system. */
+  clearCache() {
+    return this._call({ op: "clearCache" });
+  }
+
+  /** Stops the worker (and frees the model). */
+  terminate() {
+    this._worker.terminate();
+  }
+
+  _stream(msg, signal) {
+    const gen = new Generation();
+    if (signal?.aborted) {
+      gen._fail(new DOMException("aborted before start", "AbortError"));
+      return gen;
+    }
+    const id = this._next;
+    const onAbort = () => this._worker.postMessage({ op: "abort", target: id });
+    signal?.addEventListener("abort", onAbort, { once: true });
+    this._call(msg, { onText: (t) => gen._push(t) })
+      .then((r) => gen._finish(r), (e) => gen._fail(e))
+      .finally(() => signal?.removeEventListener("abort", onAbort));
+    return gen;
+  }
+
+  _call(msg, handlers = {}) {
+    const id = this._next++;
+    return new Promise((resolve, reject) => {
+      this._pending.set(id, { resolve, reject, ...handlers });
+      this._worker.postMessage({ ...msg, id });
+    });
+  }
+
+  _receive(m) {
+    const p = this._pending.get(m.id);
+    if (!p) return;
+    if (m.type === "text") p.onText?.(m.text);
+    else if (m.type === "progress") p.onProgress?.({ phase: m.phase, loaded: m.loaded, total: m.total });
+    else {
+      this._pending.delete(m.id);
+      if (m.type === "result") p.resolve(m.value);
+      else p.reject(new Error(m.message));
+    }
+  }
+}
+
+// The options the engine understands (signal stays on this side).
+function strip(o) {
+  const { signal, ...rest } = o;
+  return rest;
+}
+
+export default Weft;
