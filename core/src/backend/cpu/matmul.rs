@@ -116,7 +116,7 @@ fn quantized(
     act.resize(act_row * n_tok, 0);
     if n_tok == 1 {
         // One row: quantizing it takes less than waking the other threads would.
-        quant::quantize(vdt, x, act)
+        quant::dot::quantize_activation_to(vdt, x, act)
             .map_err(|e| bad(w, &format!("cannot quantize activations to {vdt}: {e}")))?;
     } else {
         // Quantize the activations (rows split across threads for a prefill chunk).
@@ -151,7 +151,7 @@ fn quantized(
         // Token generation: contiguous row chunks, each dotted in one call (one check and
         // dispatch; rows streamed in order so the hardware prefetcher keeps up).
         let chunk = (rows / (nth * CHUNKS_PER_THREAD)).clamp(ROW_TILE, MAX_GEN_CHUNK);
-        let chunk = chunk.div_ceil(ROW_TILE) * ROW_TILE;
+        let chunk = chunk.next_multiple_of(ROW_TILE);
         let n_chunks = rows.div_ceil(chunk);
         pool.run(&|_| {
             let out_ptr = &out_ptr;
