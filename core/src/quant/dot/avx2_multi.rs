@@ -23,7 +23,9 @@ unsafe fn with_q8_0(
 ) -> [f32; COLS] {
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); COLS];
+    // Even and odd blocks in separate accumulators, added at the end: the float order of
+    // the one-row kernel (`avx2_legacy::with_q8_0`), so both give the same bits.
+    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
     for i in 0..nb {
         let bw = px.add(i * size);
         let dw = f16x8_at(bw);
@@ -34,14 +36,10 @@ unsafe fn with_q8_0(
             let d = _mm256_mul_ps(dw, f16x8_at(ba));
             let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
             let p = dot(q_abs, _mm256_sign_epi8(qy, q));
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+            acc[k][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k][i & 1]);
         }
     }
-    let mut out = [0f32; COLS];
-    for k in 0..COLS {
-        out[k] = hsum_ps(acc[k]);
-    }
-    out
+    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -188,7 +186,8 @@ unsafe fn rows_q8_0(
 ) -> [f32; ROWS] {
     let px = xs.map(|x| x.as_ptr());
     let py = y.as_ptr();
-    let mut acc = [_mm256_setzero_ps(); ROWS];
+    // Even and odd blocks accumulated apart, as in the one-row kernel (same bits per row).
+    let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
     for i in 0..nb {
         let ba = py.add(i * 34);
         let da = f16x8_at(ba);
@@ -198,10 +197,10 @@ unsafe fn rows_q8_0(
             let d = _mm256_mul_ps(f16x8_at(bw), da);
             let q = quants(bw);
             let p = dot(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
-            acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r]);
+            acc[r][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][i & 1]);
         }
     }
-    acc.map(|a| hsum_ps(a))
+    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
