@@ -1,9 +1,11 @@
 //! The CPU key/value cache and causal attention over it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::pool::{split_range, ThreadPool};
+use super::pool::ThreadPool;
 use super::simd;
 use crate::backend::{BackendError, KvCacheSpec, KvDtype, KvLayerSpec, Result};
 
@@ -162,15 +164,23 @@ impl KvStorage {
         let round_q = self.dtype == KvDtype::F16;
         let n_tasks = positions.len() * n_kv;
         let out_ptr = SyncPtr(out.as_mut_ptr());
-        let nth = pool.n_threads();
-        pool.run(&|tid| {
+        // Tasks are taken from a shared counter, latest rows first: a causal row's work grows
+        // with its position, so fixed contiguous shares would leave the thread holding the
+        // early rows idle for most of a prefill chunk; longest-first keeps the tail short.
+        let next = AtomicUsize::new(0);
+        pool.run(&|_| {
             let out_ptr = &out_ptr;
             let mut krow = vec![0f32; hk];
             let mut vrow = vec![0f32; hv];
             let mut qh = vec![0f32; group * hk];
             let mut acc = vec![0f32; group * hv];
             let mut scores: Vec<f32> = Vec::new();
-            for task in split_range(n_tasks, nth, tid) {
+            loop {
+                let taken = next.fetch_add(1, Ordering::Relaxed);
+                if taken >= n_tasks {
+                    break;
+                }
+                let task = n_tasks - 1 - taken;
                 let (r, kvh) = (task / n_kv, task % n_kv);
                 let (pos, seq) = (positions[r] as usize, seqs[r] as usize);
                 let span = self.span(s, pos);

@@ -6,6 +6,8 @@
 //! weight rows; within a thread, a tile of rows is reused for all tokens of the step, so in a
 //! prefill chunk each weight byte is read from memory once.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::attention::SyncPtr;
 use super::pool::{split_range, ThreadPool};
 use super::simd;
@@ -15,6 +17,10 @@ use crate::quant;
 
 /// Weight rows handled together (reused across all tokens while in cache).
 const ROW_TILE: usize = 16;
+/// Row chunks per thread in token generation (more chunks balance better; fewer stream longer).
+const CHUNKS_PER_THREAD: usize = 8;
+/// Largest row chunk in token generation.
+const MAX_GEN_CHUNK: usize = 4096;
 
 /// A weight as the product sees it.
 pub struct WeightView<'a> {
@@ -67,10 +73,18 @@ pub fn matmul(
         return Ok(());
     }
 
-    match dot_partner(w.ty) {
+    match dot_partner(w.ty).filter(|_| !f32_activations()) {
         Some(vdt) => quantized(pool, w, x, n_tok, out, act, vdt, row_bytes),
         None => dequantized(pool, w, x, n_tok, out, row_bytes),
     }
+}
+
+/// Whether `WEFT_DOT_KERNELS=f32` asks for unquantized activations (weights dequantized to f32
+/// and dotted with f32 activations; slow). A diagnostic: it removes the 8-bit rounding of
+/// activations, so comparing its logits with the default path's measures that noise.
+fn f32_activations() -> bool {
+    static F32: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *F32.get_or_init(|| std::env::var("WEFT_DOT_KERNELS").is_ok_and(|v| v == "f32"))
 }
 
 /// The activation type `w`'s rows are dotted with, when a quantized dot product exists.
@@ -100,9 +114,13 @@ fn quantized(
             .ok_or_else(|| bad(w, "row does not fit the activation block size"))? as usize;
     act.clear();
     act.resize(act_row * n_tok, 0);
-    // Quantize the activations (rows split across threads for a prefill chunk).
-    let errors = std::sync::Mutex::new(None);
-    {
+    if n_tok == 1 {
+        // One row: quantizing it takes less than waking the other threads would.
+        quant::dot::quantize_activation_to(vdt, x, act)
+            .map_err(|e| bad(w, &format!("cannot quantize activations to {vdt}: {e}")))?;
+    } else {
+        // Quantize the activations (rows split across threads for a prefill chunk).
+        let errors = std::sync::Mutex::new(None);
         let act_ptr = SyncBytes(act.as_mut_ptr());
         pool.run(&|tid| {
             let act_ptr = &act_ptr;
@@ -117,26 +135,64 @@ fn quantized(
                 }
             }
         });
-    }
-    if let Some(e) = errors.into_inner().unwrap() {
-        return Err(bad(
-            w,
-            &format!("cannot quantize activations to {vdt}: {e}"),
-        ));
+        if let Some(e) = errors.into_inner().unwrap() {
+            return Err(bad(
+                w,
+                &format!("cannot quantize activations to {vdt}: {e}"),
+            ));
+        }
     }
     let act: &[u8] = act;
-    pool.run(&|tid| {
+    // Threads take chunks of rows from a shared counter rather than fixed halves: when one
+    // thread is delayed (the cores are shared with other processes) the others take over its
+    // remaining chunks instead of waiting for it at the end of the product.
+    let next = AtomicUsize::new(0);
+    if n_tok == 1 {
+        // Token generation: contiguous row chunks, each dotted in one call (one check and
+        // dispatch; rows streamed in order so the hardware prefetcher keeps up).
+        let chunk = (rows / (nth * CHUNKS_PER_THREAD)).clamp(ROW_TILE, MAX_GEN_CHUNK);
+        let chunk = chunk.next_multiple_of(ROW_TILE);
+        let n_chunks = rows.div_ceil(chunk);
+        pool.run(&|_| {
+            let out_ptr = &out_ptr;
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= n_chunks {
+                    break;
+                }
+                let range = c * chunk..((c + 1) * chunk).min(rows);
+                // SAFETY: chunks are disjoint parts of `out`, each taken by one thread.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out_ptr.0.add(range.start), range.len())
+                };
+                let wr = &w.data[range.start * row_bytes..range.end * row_bytes];
+                quant::dot::vec_dot_tile(w.ty, wr, act, cols, 1, dst);
+            }
+        });
+        return Ok(());
+    }
+    pool.run(&|_| {
         let out_ptr = &out_ptr;
-        for tile in split_range(tiles, nth, tid) {
+        let mut tile_out = Vec::new();
+        loop {
+            let tile = next.fetch_add(1, Ordering::Relaxed);
+            if tile >= tiles {
+                break;
+            }
             let r0 = tile * ROW_TILE;
             let r1 = (r0 + ROW_TILE).min(rows);
+            tile_out.resize((r1 - r0) * n_tok, 0f32);
+            let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
+            quant::dot::vec_dot_tile(w.ty, wr, act, cols, n_tok, &mut tile_out);
+            // Token-major copy: each token's outputs of the tile are contiguous in `out`
+            // (one cache line for 16 rows), rather than one strided store per value.
             for t in 0..n_tok {
-                let a = &act[t * act_row..(t + 1) * act_row];
-                for r in r0..r1 {
-                    let wr = &w.data[r * row_bytes..(r + 1) * row_bytes];
-                    let v = quant::dot::vec_dot(w.ty, wr, a, cols);
-                    // SAFETY: each (t, r) is written by exactly one thread.
-                    unsafe { *out_ptr.0.add(t * rows + r) = v };
+                // SAFETY: each (t, r) is written by exactly one thread.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(out_ptr.0.add(t * rows + r0), r1 - r0)
+                };
+                for (k, d) in dst.iter_mut().enumerate() {
+                    *d = tile_out[k * n_tok + t];
                 }
             }
         }

@@ -19,10 +19,13 @@ unsafe fn with_q8_0(
     nb: usize,
     size: usize,
     quants: impl Fn(*const u8) -> __m256i,
+    dot: impl Fn(__m256i, __m256i) -> __m256i,
 ) -> [f32; COLS] {
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); COLS];
+    // Even and odd blocks in separate accumulators, added at the end: the float order of
+    // the one-row kernel (`avx2_legacy::with_q8_0`), so both give the same bits.
+    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
     for i in 0..nb {
         let bw = px.add(i * size);
         let dw = f16x8_at(bw);
@@ -32,37 +35,11 @@ unsafe fn with_q8_0(
             let ba = py[k].add(i * 34);
             let d = _mm256_mul_ps(dw, f16x8_at(ba));
             let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
-            let p = dot_u8_i8(q_abs, _mm256_sign_epi8(qy, q));
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+            let p = dot(q_abs, _mm256_sign_epi8(qy, q));
+            acc[k][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k][i & 1]);
         }
     }
-    let mut out = [0f32; COLS];
-    for k in 0..COLS {
-        out[k] = hsum_ps(acc[k]);
-    }
-    out
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 34, |b| {
-        _mm256_loadu_si256(b.add(2) as *const __m256i)
-    })
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 18, |b| {
-        _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8))
-    })
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(x, ys, nb, 22, |b| {
-        let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-        _mm256_or_si256(nibbles_32(b.add(6)), clear)
-    })
+    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -190,4 +167,194 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
         }
     }
     sum
+}
+
+/// Weight rows per call of the row kernels (token generation: 4 rows against 1 activation).
+pub(super) const ROWS: usize = 4;
+
+/// Shared loop for 4 weight rows against one Q8_0 activation row: the activation block and
+/// its scale are loaded once per 4 rows, and the 4 independent accumulators hide the FMA
+/// latency. Per row the arithmetic is that of `with_q8_0` above (same bits per row).
+#[inline(always)]
+unsafe fn rows_q8_0(
+    xs: [&[u8]; ROWS],
+    y: &[u8],
+    nb: usize,
+    size: usize,
+    quants: impl Fn(*const u8) -> __m256i,
+    dot: impl Fn(__m256i, __m256i) -> __m256i,
+) -> [f32; ROWS] {
+    let px = xs.map(|x| x.as_ptr());
+    let py = y.as_ptr();
+    // Even and odd blocks accumulated apart, as in the one-row kernel (same bits per row).
+    let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
+    for i in 0..nb {
+        let ba = py.add(i * 34);
+        let da = f16x8_at(ba);
+        let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
+        for r in 0..ROWS {
+            let bw = px[r].add(i * size);
+            let d = _mm256_mul_ps(f16x8_at(bw), da);
+            let q = quants(bw);
+            let p = dot(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
+            acc[r][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][i & 1]);
+        }
+    }
+    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q8_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q8_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q8_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        34,
+        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q4_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q4_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        18,
+        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+    with_q8_0(
+        x,
+        ys,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q5_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8(u, s),
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn rows_q5_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+    rows_q8_0(
+        xs,
+        y,
+        nb,
+        22,
+        |b| {
+            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+            _mm256_or_si256(nibbles_32(b.add(6)), clear)
+        },
+        |u, s| dot_u8_i8_vnni(u, s),
+    )
 }

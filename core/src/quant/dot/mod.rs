@@ -85,6 +85,39 @@ pub(crate) fn has_avx2() -> bool {
         && is_x86_feature_detected!("f16c")
 }
 
+/// Whether the CPU also has AVX-VNNI (one-instruction u8×i8 dot into i32, used by some of
+/// the 4-row / 4-token kernels; integer results are the same as with AVX2).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn has_avx_vnni() -> bool {
+    use std::sync::OnceLock;
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    // CPUID leaf 7 sub-leaf 1, EAX bit 4 (read directly: the `avxvnni` detection name needs
+    // a newer Rust than the crate's minimum); YMM state support is implied by `has_avx2`.
+    *VNNI.get_or_init(|| {
+        // SAFETY: CPUID is available on every x86_64 CPU; leaf 7 is checked against the max.
+        // (`__cpuid_count` is safe in newer Rust, unsafe in the crate's minimum version.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            use std::arch::x86_64::__cpuid_count;
+            has_avx2() && __cpuid_count(0, 0).eax >= 7 && (__cpuid_count(7, 1).eax >> 4) & 1 == 1
+        }
+    })
+}
+
+/// Which kernels are used, from `WEFT_DOT_KERNELS` (read once): `scalar` (portable kernels
+/// only), `single` (SIMD one-row kernels, no multi-row/multi-token ones), anything else or
+/// unset: all. For numerical comparisons (e.g. reference-test sensitivity), not for speed.
+fn kernel_level() -> u8 {
+    use std::sync::OnceLock;
+    static LEVEL: OnceLock<u8> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("WEFT_DOT_KERNELS").as_deref() {
+        Ok("scalar") => 0,
+        Ok("single") => 1,
+        _ => 2,
+    })
+}
+
 /// A dot kernel: (weight row, activation row, number of blocks) -> dot product. Unsafe
 /// because SIMD kernels need CPU features; [`kernel`] only hands out ones this CPU has.
 type KernelFn = unsafe fn(&[u8], &[u8], usize) -> f32;
@@ -158,12 +191,128 @@ pub fn vec_dot_multi(w: GgmlType, w_row: &[u8], acts: &[u8], n: usize, out: &mut
     }
     check(w, w_row.len(), &acts[..act_bytes], n);
     let nb = n / w.block_size();
-    let done = multi_simd(w, w_row, acts, act_bytes, nb, out);
+    let done = if kernel_level() >= 2 {
+        multi_simd(w, w_row, acts, act_bytes, nb, out)
+    } else {
+        0
+    };
     let f = kernel(w);
     for (c, o) in out.iter_mut().enumerate().skip(done) {
         // SAFETY: as in `vec_dot`.
         *o = unsafe { f(w_row, &acts[c * act_bytes..][..act_bytes], nb) };
     }
+}
+
+/// A tile of a matrix product: `out[r * n_tok + t]` = [`vec_dot`] of weight row `r` of
+/// `w_rows` (consecutive rows of `n` elements) with activation row `t` of `acts` (`n_tok`
+/// consecutive rows in [`vec_dot_type`]`(w)`). Checks and dispatches once for the whole tile;
+/// tokens are taken 4 at a time (one weight-block unpack per 4 tokens, on AVX2) with all rows
+/// of the tile inner, so 4 activation rows and the tile's weight rows stay in L1 cache.
+pub fn vec_dot_tile(
+    w: GgmlType,
+    w_rows: &[u8],
+    acts: &[u8],
+    n: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) {
+    let row_bytes = w.bytes_for(n as u64).unwrap_or(0) as usize;
+    let act_bytes = vec_dot_type(w).bytes_for(n as u64).unwrap_or(0) as usize;
+    let n_rows = w_rows.len() / row_bytes.max(1);
+    assert!(
+        row_bytes > 0
+            && w_rows.len() == row_bytes * n_rows
+            && acts.len() == act_bytes * n_tok
+            && out.len() == n_rows * n_tok,
+        "vec_dot_tile: {n_rows} rows x {n_tok} tokens of {n} {w} elements: got {} weight, {} \
+         activation bytes and {} outputs",
+        w_rows.len(),
+        acts.len(),
+        out.len()
+    );
+    if out.is_empty() {
+        return;
+    }
+    check(w, row_bytes, &acts[..act_bytes], n);
+    let nb = n / w.block_size();
+    let mut t0 = 0;
+    let multi = kernel_level() >= 2;
+    #[cfg(target_arch = "x86_64")]
+    if multi && has_avx2() {
+        if let Some(f) = avx2_multi_kernel(w) {
+            const K: usize = avx2_multi::COLS;
+            while t0 + K <= n_tok {
+                let cols: [&[u8]; K] =
+                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
+                for (r, row) in w_rows.chunks_exact(row_bytes).enumerate() {
+                    // SAFETY: features checked; every row and column has the checked length.
+                    let v = unsafe { f(row, cols, nb) };
+                    for (k, v) in v.into_iter().enumerate() {
+                        out[r * n_tok + t0 + k] = v;
+                    }
+                }
+                t0 += K;
+            }
+        }
+    }
+    let f = kernel(w);
+    for t in t0..n_tok {
+        let a = &acts[t * act_bytes..][..act_bytes];
+        let r0 = if multi {
+            rows_simd(w, w_rows, row_bytes, a, nb, n_tok, t, out)
+        } else {
+            0
+        };
+        for (r, row) in w_rows.chunks_exact(row_bytes).enumerate().skip(r0) {
+            // SAFETY: as in `vec_dot`.
+            out[r * n_tok + t] = unsafe { f(row, a, nb) };
+        }
+    }
+}
+
+/// Runs the 4-row SIMD kernel for activation row `t` over as many whole groups of 4 weight
+/// rows as there are, if this CPU and type have one, writing `out[r * n_tok + t]`; returns
+/// how many rows it filled.
+#[allow(unused_variables, clippy::too_many_arguments)]
+fn rows_simd(
+    w: GgmlType,
+    w_rows: &[u8],
+    row_bytes: usize,
+    act: &[u8],
+    nb: usize,
+    n_tok: usize,
+    t: usize,
+    out: &mut [f32],
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        use GgmlType::*;
+        let vnni = has_avx_vnni();
+        let f = match (w, vnni) {
+            (Q8_0, false) => avx2_multi::rows_q8_0_q8_0,
+            (Q8_0, true) => avx2_multi::rows_q8_0_q8_0_vnni,
+            (Q4_0, false) => avx2_multi::rows_q4_0_q8_0,
+            (Q4_0, true) => avx2_multi::rows_q4_0_q8_0_vnni,
+            (Q5_0, false) => avx2_multi::rows_q5_0_q8_0,
+            (Q5_0, true) => avx2_multi::rows_q5_0_q8_0_vnni,
+            _ => return 0,
+        };
+        const R: usize = avx2_multi::ROWS;
+        let n_rows = w_rows.len() / row_bytes;
+        let mut done = 0;
+        while done + R <= n_rows {
+            let rows: [&[u8]; R] =
+                std::array::from_fn(|k| &w_rows[(done + k) * row_bytes..][..row_bytes]);
+            // SAFETY: features checked; every row and the activation have the checked length.
+            let v = unsafe { f(rows, act, nb) };
+            for (k, v) in v.into_iter().enumerate() {
+                out[(done + k) * n_tok + t] = v;
+            }
+            done += R;
+        }
+        return done;
+    }
+    0
 }
 
 /// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if
@@ -203,7 +352,11 @@ fn avx2_multi_kernel(
     w: GgmlType,
 ) -> Option<unsafe fn(&[u8], [&[u8]; avx2_multi::COLS], usize) -> [f32; avx2_multi::COLS]> {
     use GgmlType::*;
+    let vnni = has_avx_vnni();
     Some(match w {
+        Q4_0 if vnni => avx2_multi::q4_0_q8_0_vnni,
+        Q5_0 if vnni => avx2_multi::q5_0_q8_0_vnni,
+        Q8_0 if vnni => avx2_multi::q8_0_q8_0_vnni,
         Q4_0 => avx2_multi::q4_0_q8_0,
         Q4_1 => avx2_multi::q4_1_q8_1,
         Q5_0 => avx2_multi::q5_0_q8_0,
@@ -225,7 +378,7 @@ pub fn vec_dot_scalar(w: GgmlType, w_row: &[u8], act: &[u8], n: usize) -> f32 {
 /// The fastest kernel for `w` on this CPU.
 fn kernel(w: GgmlType) -> KernelFn {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
+    if kernel_level() >= 1 && has_avx2() {
         if let Some(f) = avx2_kernel(w) {
             return f;
         }

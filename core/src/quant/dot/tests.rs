@@ -306,3 +306,45 @@ fn quantize_activation_uses_the_vec_dot_type() {
     }
     assert!(quantize_activation(GgmlType::Q4_K, &x[..100], &mut buf).is_err());
 }
+
+#[test]
+fn vec_dot_tile_equals_multi_and_rows() {
+    let mut rng = Rng(777);
+    for ty in TYPES {
+        let n = 512;
+        for (n_rows, n_tok) in [(1usize, 1usize), (3, 1), (9, 1), (2, 5), (5, 8), (4, 3)] {
+            let w: Vec<u8> = (0..n_rows)
+                .flat_map(|_| random_row(ty, n, &mut rng))
+                .collect();
+            let acts: Vec<u8> = (0..n_tok)
+                .flat_map(|_| act_for(ty, &activation(n, &mut rng)).0)
+                .collect();
+            let mut tile = vec![f32::NAN; n_rows * n_tok];
+            vec_dot_tile(ty, &w, &acts, n, n_tok, &mut tile);
+            let rb = w.len() / n_rows;
+            for r in 0..n_rows {
+                // The tile must agree bit for bit with the per-row multi-token entry point.
+                let mut want = vec![0f32; n_tok];
+                vec_dot_multi(ty, &w[r * rb..(r + 1) * rb], &acts, n, &mut want);
+                for t in 0..n_tok {
+                    let (got, want) = (tile[r * n_tok + t], want[t]);
+                    if ty.block_size() == 256 {
+                        // K-quant kernels reduce each block exactly: same bits.
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{ty} {n_rows}x{n_tok} ({r}, {t})"
+                        );
+                    } else {
+                        // The 4-row kernels accumulate blocks in another float order.
+                        let tol = 1e-5 * (want.abs() as f64 + 1.0);
+                        assert!(
+                            ((got - want).abs() as f64) <= tol,
+                            "{ty} {n_rows}x{n_tok} ({r}, {t}): {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
