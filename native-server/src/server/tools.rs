@@ -231,7 +231,11 @@ mod tests {
         assert!(parse("{\"name\": \"other\", \"arguments\": {}}", &names()).is_none());
         let two = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}";
         assert_eq!(parse(two, &names()).unwrap().1.len(), 2);
-        assert!(parse("{\"name\": \"get_weather\", \"arguments\": {}} and more", &names()).is_none());
+        assert!(parse(
+            "{\"name\": \"get_weather\", \"arguments\": {}} and more",
+            &names()
+        )
+        .is_none());
         assert!(parse("<tool_call>{not json</tool_call>", &names()).is_none());
         assert!(parse("plain text", &names()).is_none());
     }
