@@ -42,7 +42,7 @@ pub enum SubmitError {
 }
 
 enum Msg {
-    Submit(Request, Instant),
+    Submit(Box<Request>, Instant),
     Shutdown,
 }
 
@@ -67,10 +67,12 @@ impl Handle {
             self.stats.requests_rejected.fetch_add(1, Relaxed);
             return Err(SubmitError::QueueFull(before));
         }
-        self.tx.send(Msg::Submit(req, Instant::now())).map_err(|_| {
-            self.stats.waiting.fetch_sub(1, Relaxed);
-            SubmitError::ShuttingDown
-        })
+        self.tx
+            .send(Msg::Submit(Box::new(req), Instant::now()))
+            .map_err(|_| {
+                self.stats.waiting.fetch_sub(1, Relaxed);
+                SubmitError::ShuttingDown
+            })
     }
 
     /// Stops taking requests: waiting ones fail, running ones finish, then the loop returns.
@@ -189,7 +191,7 @@ impl Scheduler {
 
     fn take(&mut self, m: Msg) {
         match m {
-            Msg::Submit(r, t) => self.waiting.push_back((r, t)),
+            Msg::Submit(r, t) => self.waiting.push_back((*r, t)),
             Msg::Shutdown => self.closing = true,
         }
     }
