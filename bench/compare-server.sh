@@ -3,7 +3,7 @@
 # and threads: aggregate generation tokens/s and time to first token at concurrency 1, 4, 16,
 # servers run alternately (never both at once), greedy streamed chat completions.
 # Usage: bench/compare-server.sh [MODEL.gguf]   (default: SmolLM2-135M-Instruct Q4_1)
-# Env: THREADS (2), CONC (1,4,16), PER (2 requests per client thread), N (64 max tokens),
+# Env: WEFT_BIN (a built binary), THREADS (2), CONC (1,4,16), PER (2 requests per client thread), N (64 max tokens),
 #      ROUNDS (1: alternations), WEFT_ARGS (extra `weft serve` flags)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,8 +22,11 @@ if ! "$venv/bin/python" -c "import llama_cpp.server, uvicorn" 2>/dev/null; then
   fi
   "$venv/bin/pip" install -q --find-links "$wheels" "llama-cpp-python[server]==0.3.36"
 fi
-cargo build -q --release -p weft-server
-weft="$CARGO_TARGET_DIR/release/weft"
+# WEFT_BIN: an already built release binary (skips the build).
+if [ -z "${WEFT_BIN:-}" ]; then
+  cargo build -q --release -p weft-server
+fi
+weft="${WEFT_BIN:-$CARGO_TARGET_DIR/release/weft}"
 port=$((20000 + RANDOM % 20000))
 base="http://127.0.0.1:$port"
 
@@ -49,7 +52,7 @@ run_weft() {
 
 run_llama() {
   "$venv/bin/python" -m llama_cpp.server --model "$model" --port "$port" --n_threads "$THREADS" \
-    --n_threads_batch "$THREADS" --n_ctx 2048 --model_alias bench >/dev/null 2>&1 &
+    --n_threads_batch "$THREADS" --n_ctx 2048 --model_alias bench --interrupt_requests False >/dev/null 2>&1 &
   local pid=$!
   wait_ready "$base/v1/models"
   python3 bench/server_load.py --base "$base" --model bench --concurrency "$CONC" \

@@ -156,7 +156,8 @@ def conforms(v, s):
 
 
 DESCRIBE = [{"role": "user", "content": "Describe a fictional software engineer as JSON."}]
-r = client.chat.completions.create(model=model, messages=DESCRIBE, temperature=0, max_tokens=120,
+CAPITAL = [{"role": "user", "content": "What is the capital of France? Answer in JSON."}]
+r = client.chat.completions.create(model=model, messages=CAPITAL, temperature=0, max_tokens=60,
                                    response_format={"type": "json_object"})
 obj = json.loads(r.choices[0].message.content)
 check("json_object parses", isinstance(obj, dict) and r.choices[0].finish_reason == "stop", r.choices[0])
@@ -185,8 +186,7 @@ try:
 except openai.BadRequestError as e:
     check("unsupported schema keyword 400", e.status_code == 400 and "pattern" in e.message, e)
 
-o = oll.chat(model=model, messages=[{"role": "user", "content": "What is the capital of France? Answer in JSON."}],
-             format="json", options={"temperature": 0, "num_predict": 60})
+o = oll.chat(model=model, messages=CAPITAL, format="json", options={"temperature": 0, "num_predict": 60})
 check("ollama format json", isinstance(json.loads(o.message.content), dict) and o.done_reason == "stop",
       o.message.content)
 o = oll.chat(model=model, messages=DESCRIBE, format=PERSON, options={"temperature": 0, "num_predict": 120})

@@ -255,6 +255,34 @@ fn chat_ui_ops_and_bad_inputs() {
             chat(json!({"messages": user(&long_prompt)})),
             400,
         ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            chat(json!({"response_format": {"type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a"}}}})),
+            400,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            chat(json!({"response_format": {"type": "yaml"}})),
+            400,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            chat(json!({"tools": [{"type": "code_interpreter"}]})),
+            400,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            chat(
+                json!({"tools": [{"type": "function", "function": {"name": "f"}}],
+                        "tool_choice": "required"}),
+            ),
+            400,
+        ),
         ("POST", "/v1/completions", huge, 413),
         (
             "POST",
@@ -301,6 +329,19 @@ fn chat_ui_ops_and_bad_inputs() {
             404,
         ),
         ("POST", "/api/chat", "{bad".into(), 400),
+        (
+            "POST",
+            "/api/chat",
+            json!({"model": "smol", "messages": msgs, "format": "yaml"}).to_string(),
+            400,
+        ),
+        (
+            "POST",
+            "/api/generate",
+            json!({"model": "smol", "prompt": "x", "format": {"type": "object", "not": {}}})
+                .to_string(),
+            400,
+        ),
         (
             "POST",
             "/api/chat",

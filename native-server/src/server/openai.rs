@@ -232,8 +232,11 @@ struct ChatBody {
     response_format: Option<Value>,
 }
 
+/// Tool definitions as sent, and their names.
+type Offered = (Vec<Value>, Vec<String>);
+
 /// The tools to offer the model (`tool_choice` "none" offers none) and their names.
-fn offered_tools(b: &ChatBody) -> Result<Option<(Vec<Value>, Vec<String>)>, ApiError> {
+fn offered_tools(b: &ChatBody) -> Result<Option<Offered>, ApiError> {
     let Some(tools) = b.tools.as_ref().filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
