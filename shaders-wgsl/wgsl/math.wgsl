@@ -14,7 +14,9 @@ fn exp_acc(x: f32) -> f32 {
         return 0.0;
     }
     if (x > 88.8) {
-        return bitcast<f32>(0x7f800000u);
+        // +inf, formed from a run-time value: a constant infinity is a shader-creation error
+        // in browsers (Tint rejects `bitcast<f32>(0x7f800000u)`); x is never NaN here.
+        return bitcast<f32>(select(0x7f800000u, 0x7fc00000u, x != x));
     }
     let k = round(x * LOG2_E);
     let r = fma(-k, LN2_LO, fma(-k, LN2_HI, x));
