@@ -1,7 +1,7 @@
 //! AVX2 kernels dotting one weight row with 4 activation rows at once (prompt processing):
 //! each weight block is loaded and unpacked once and used 4 times. Per column, the integer
-//! work is the same as in the single-row kernels; K-quant results are bit-identical to them,
-//! legacy ones differ only in float accumulation order.
+//! work and the float accumulation order are those of the single-row kernels, so results are
+//! bit-identical to them (a token's logits must not depend on its batch).
 
 use std::arch::x86_64::*;
 
@@ -46,8 +46,10 @@ unsafe fn with_q8_0(
 pub(super) unsafe fn q4_1_q8_1(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
-    let mut acc = [_mm256_setzero_ps(); COLS];
-    let mut mins = [_mm256_setzero_ps(); COLS];
+    // Even and odd blocks in separate accumulators, as the one-row kernel
+    // (`avx2_legacy::q4_1_q8_1`) sums them, so a token gets the same bits either way.
+    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
+    let mut mins = [[_mm256_setzero_ps(); 2]; COLS];
     for i in 0..nb {
         let bw = px.add(i * 20);
         let dw = f16x8_at(bw);
@@ -56,16 +58,18 @@ pub(super) unsafe fn q4_1_q8_1(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
         for k in 0..COLS {
             let ba = py[k].add(i * 36);
             let d = _mm256_mul_ps(dw, f16x8_at(ba));
-            mins[k] = _mm256_fmadd_ps(mw, f16x8_at(ba.add(2)), mins[k]);
+            mins[k][i & 1] = _mm256_fmadd_ps(mw, f16x8_at(ba.add(2)), mins[k][i & 1]);
             let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
             let p = dot_u8_i8(q, qy);
-            acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k]);
+            acc[k][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k][i & 1]);
         }
     }
     let mut out = [0f32; COLS];
     for k in 0..COLS {
         // Every lane of a min accumulator holds the same sum: take one.
-        out[k] = hsum_ps(acc[k]) + _mm_cvtss_f32(_mm256_castps256_ps128(mins[k]));
+        let m = _mm256_add_ps(mins[k][0], mins[k][1]);
+        out[k] =
+            hsum_ps(_mm256_add_ps(acc[k][0], acc[k][1])) + _mm_cvtss_f32(_mm256_castps256_ps128(m));
     }
     out
 }
