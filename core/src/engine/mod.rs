@@ -148,29 +148,39 @@ impl Engine {
     /// the last one. A prompt longer than the room left in the context is an error, checked
     /// before any work.
     pub fn prefill(&mut self, seq: u32, tokens: &[u32]) -> Result<Vec<f32>, EngineError> {
-        if tokens.is_empty() {
-            return Err(EngineError::Invalid("empty prompt".into()));
-        }
-        self.seqs.check_room(seq, tokens.len())?;
         let mut last = Vec::new();
-        let chunks = tokens.chunks(self.cfg.max_batch);
-        let n_chunks = chunks.len();
-        for (ci, chunk) in chunks.enumerate() {
-            let rows: Vec<Row> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, &token)| Row {
-                    seq,
-                    token,
-                    logits: ci + 1 == n_chunks && i + 1 == chunk.len(),
-                })
-                .collect();
-            let mut out = self.step(&rows)?;
-            if let Some(l) = out.pop() {
+        for rows in self.prefill_batches(seq, tokens)? {
+            if let Some(l) = self.step(&rows)?.pop() {
                 last = l;
             }
         }
         Ok(last)
+    }
+
+    /// A prompt's steps: chunks of `max_batch` rows, logits asked only for the last token.
+    /// Checks the prompt is non-empty and fits the room left, before any work.
+    fn prefill_batches(&self, seq: u32, tokens: &[u32]) -> Result<Vec<Vec<Row>>, EngineError> {
+        if tokens.is_empty() {
+            return Err(EngineError::Invalid("empty prompt".into()));
+        }
+        self.seqs.check_room(seq, tokens.len())?;
+        let n = tokens.len();
+        Ok(tokens
+            .chunks(self.cfg.max_batch)
+            .enumerate()
+            .map(|(ci, chunk)| {
+                let first = ci * self.cfg.max_batch;
+                chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &token)| Row {
+                        seq,
+                        token,
+                        logits: first + i + 1 == n,
+                    })
+                    .collect()
+            })
+            .collect())
     }
 
     /// Appends one token to a sequence and returns the next logits.

@@ -108,25 +108,9 @@ impl Engine {
         seq: u32,
         tokens: &[u32],
     ) -> Result<Vec<f32>, EngineError> {
-        if tokens.is_empty() {
-            return Err(EngineError::Invalid("empty prompt".into()));
-        }
-        self.seqs.check_room(seq, tokens.len())?;
         let mut last = Vec::new();
-        let chunks = tokens.chunks(self.cfg.max_batch);
-        let n_chunks = chunks.len();
-        for (ci, chunk) in chunks.enumerate() {
-            let rows: Vec<Row> = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, &token)| Row {
-                    seq,
-                    token,
-                    logits: ci + 1 == n_chunks && i + 1 == chunk.len(),
-                })
-                .collect();
-            let mut out = self.step_async(&rows).await?;
-            if let Some(l) = out.pop() {
+        for rows in self.prefill_batches(seq, tokens)? {
+            if let Some(l) = self.step_async(&rows).await?.pop() {
                 last = l;
             }
         }
