@@ -235,6 +235,7 @@ pub fn vec_dot_tile(
     }
     check(w, row_bytes, &acts[..act_bytes], n);
     let nb = n / w.block_size();
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut t0 = 0;
     let multi = kernel_level() >= 2;
     #[cfg(target_arch = "x86_64")]
