@@ -271,6 +271,53 @@ fn finish_with_calls(s: &Summary, calls: bool) -> &'static str {
 }
 
 /// `usage` over all choices.
+/// Builds the streamed chunks of one response: `object` names the kind of chunk, `choices`
+/// and an optional `usage` fill each.
+pub fn chunk_writer(
+    object: &'static str,
+    id: String,
+    created: u64,
+    name: String,
+    fp: String,
+) -> impl Fn(Value, Option<Value>) -> String {
+    move |choices: Value, usage: Option<Value>| {
+        let mut c = json!({"id": id, "object": object, "created": created,
+                           "model": name, "system_fingerprint": fp, "choices": choices});
+        if let Some(u) = usage {
+            c["usage"] = u;
+        }
+        c.to_string()
+    }
+}
+
+/// Records that choice `i` ended. When every choice has, appends the usage chunk (if asked)
+/// and `[DONE]` to `out` and returns true: the stream is over.
+pub fn end_choice(
+    sums: &mut [Option<Summary>],
+    i: usize,
+    s: Summary,
+    include_usage: bool,
+    chunk: &impl Fn(Value, Option<Value>) -> String,
+    out: &mut Vec<String>,
+) -> bool {
+    sums[i] = Some(s);
+    if !sums.iter().all(Option::is_some) {
+        return false;
+    }
+    if include_usage {
+        let all: Vec<&Summary> = sums.iter().flatten().collect();
+        out.push(chunk(json!([]), Some(usage(&all))));
+    }
+    out.push("[DONE]".into());
+    true
+}
+
+/// The OpenAI-shaped error frame that ends a stream whose generation failed.
+pub fn stream_error(message: String) -> String {
+    let err = generate::failure(message);
+    json!({"error": {"message": err.message, "type": err.kind, "code": err.code}}).to_string()
+}
+
 pub fn usage(sums: &[&Summary]) -> Value {
     let prompt = sums.first().map(|s| s.prompt_tokens).unwrap_or(0);
     let cached = sums.first().map(|s| s.cached_tokens).unwrap_or(0);
@@ -397,14 +444,7 @@ fn chat_stream(
     // Per choice: holds back tool calls while streaming content.
     let mut held: Vec<Option<ToolStream>> =
         (0..n).map(|_| tools.clone().map(ToolStream::new)).collect();
-    let chunk = move |choices: Value, usage: Option<Value>| {
-        let mut c = json!({"id": id, "object": "chat.completion.chunk", "created": created,
-                           "model": name, "system_fingerprint": fp, "choices": choices});
-        if let Some(u) = usage {
-            c["usage"] = u;
-        }
-        c.to_string()
-    };
+    let chunk = chunk_writer("chat.completion.chunk", id, created, name, fp);
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
         // Not `model()`: a stream keeps going while the server shuts down.
         let Some(m) = st.loaded.get() else {
@@ -469,21 +509,10 @@ fn chat_stream(
                             "finish_reason": finish_with_calls(&s, !calls.is_empty())}]),
                     None,
                 ));
-                sums[i] = Some(s);
-                if sums.iter().all(Option::is_some) {
-                    if include_usage {
-                        let all: Vec<&Summary> = sums.iter().flatten().collect();
-                        out.push(chunk(json!([]), Some(usage(&all))));
-                    }
-                    out.push("[DONE]".into());
-                    return (out, true);
-                }
-                (out, false)
+                let ended = end_choice(&mut sums, i, s, include_usage, &chunk, &mut out);
+                (out, ended)
             }
-            Some((_, Event::Failed(e))) => {
-                let err = generate::failure(e);
-                (vec![json!({"error": {"message": err.message, "type": err.kind, "code": err.code}}).to_string()], true)
-            }
+            Some((_, Event::Failed(e))) => (vec![stream_error(e)], true),
         }
     };
     sse(frames(rx, f))

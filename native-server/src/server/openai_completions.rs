@@ -13,7 +13,9 @@ use weft_core::scheduler::{Event, Summary, TokenInfo};
 use super::body::{frames, parse, sse};
 use super::error::{ApiError, OpenAiError};
 use super::generate::{self, collect};
-use super::openai::{fingerprint, finish_reason, usage, uuid_like, Common};
+use super::openai::{
+    chunk_writer, end_choice, fingerprint, finish_reason, stream_error, usage, uuid_like, Common,
+};
 use super::state::{AppState, Loaded, Shared};
 
 #[derive(Debug, Deserialize)]
@@ -126,14 +128,7 @@ pub async fn completions(
         let fp = fingerprint(&st);
         let mut sums: Vec<Option<Summary>> = vec![None; n];
         let mut offsets = vec![echo.len(); n];
-        let chunk = move |choices: Value, usage: Option<Value>| {
-            let mut c = json!({"id": id, "object": "text_completion", "created": created,
-                               "model": name, "system_fingerprint": fp, "choices": choices});
-            if let Some(u) = usage {
-                c["usage"] = u;
-            }
-            c.to_string()
-        };
+        let chunk = chunk_writer("text_completion", id, created, name, fp);
         let st2 = st.clone();
         let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
             let Some(m) = st2.loaded.get() else {
@@ -171,21 +166,10 @@ pub async fn completions(
                         json!([{"index": i, "text": "", "logprobs": null, "finish_reason": finish_reason(&s)}]),
                         None,
                     )];
-                    sums[i] = Some(s);
-                    if sums.iter().all(Option::is_some) {
-                        if include_usage {
-                            let all: Vec<&Summary> = sums.iter().flatten().collect();
-                            out.push(chunk(json!([]), Some(usage(&all))));
-                        }
-                        out.push("[DONE]".into());
-                        return (out, true);
-                    }
-                    (out, false)
+                    let ended = end_choice(&mut sums, i, s, include_usage, &chunk, &mut out);
+                    (out, ended)
                 }
-                Some((_, Event::Failed(e))) => {
-                    let err = generate::failure(e);
-                    (vec![json!({"error": {"message": err.message, "type": err.kind, "code": err.code}}).to_string()], true)
-                }
+                Some((_, Event::Failed(e))) => (vec![stream_error(e)], true),
             }
         };
         return Ok(sse(frames(rx, f)));
