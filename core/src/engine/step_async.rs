@@ -83,6 +83,16 @@ impl Engine {
             }
         };
         match out.into_iter().next() {
+            // One row (every decode step of a single stream): hand the buffer over rather
+            // than copy a vocabulary's worth of floats per token.
+            Some(Readback::F32 {
+                rows: 1,
+                cols,
+                mut data,
+            }) if data.len() >= cols => {
+                data.truncate(cols);
+                Ok(vec![data])
+            }
             Some(Readback::F32 { rows, cols, data }) => Ok((0..rows)
                 .map(|r| data[r * cols..(r + 1) * cols].to_vec())
                 .collect()),

@@ -122,6 +122,52 @@ impl JsonSchema {
             root,
         })
     }
+
+    /// One tool call, `{"name": NAME, "arguments": ARGS}`, for any of `tools` (name, and its
+    /// `parameters` schema; `None` means any object): what a forced tool call (OpenAI
+    /// `tool_choice`) constrains the reply to. Each parameters schema is compiled on its own,
+    /// so its `$ref`s resolve against its own `$defs`. The error names the tool.
+    pub fn tool_call(tools: &[(String, Option<Value>)]) -> Result<JsonSchema, String> {
+        if tools.is_empty() {
+            return Err("no tools to call".into());
+        }
+        let mut nodes = Self::base();
+        let mut calls = Vec::new();
+        for (name, params) in tools {
+            let args = match params {
+                None => ANY_OBJECT,
+                Some(p) => {
+                    let mut c = Compiler {
+                        nodes: std::mem::take(&mut nodes),
+                        root: p,
+                        refs: HashMap::new(),
+                    };
+                    let id = c
+                        .node(p, "#")
+                        .map_err(|e| format!("tool {name:?} parameters: {e}"))?;
+                    nodes = c.nodes;
+                    id
+                }
+            };
+            nodes.push(Node::Literal(
+                Value::from(name.as_str()).to_string().into_bytes(),
+            ));
+            let name_id = (nodes.len() - 1) as u32;
+            nodes.push(Node::Object {
+                props: vec![("name".into(), name_id), ("arguments".into(), args)],
+                required: vec![0, 1],
+                additional: None,
+            });
+            calls.push((nodes.len() - 1) as u32);
+        }
+        let root = if calls.len() == 1 {
+            calls[0]
+        } else {
+            nodes.push(Node::Union(calls));
+            (nodes.len() - 1) as u32
+        };
+        Ok(JsonSchema { nodes, root })
+    }
 }
 
 struct Compiler<'a> {
@@ -337,6 +383,7 @@ impl Compiler<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::sync::Arc;
 
     #[test]
     fn unsupported_keywords_are_named() {
@@ -353,6 +400,35 @@ mod tests {
             "required": ["x"]}))
         .unwrap_err();
         assert!(e.contains("\"x\""), "{e}");
+    }
+
+    #[test]
+    fn tool_calls_take_a_declared_name_and_its_arguments_only() {
+        use crate::sampler::JsonAcceptor;
+        let point = json!({"type": "object", "$defs": {"n": {"type": "integer"}},
+            "properties": {"x": {"$ref": "#/$defs/n"}}, "required": ["x"]});
+        let s = Arc::new(
+            JsonSchema::tool_call(&[("move".into(), Some(point)), ("stop".into(), None)]).unwrap(),
+        );
+        let accepts = |text: &str| {
+            let mut a = JsonAcceptor::new(s.clone());
+            a.feed(text.as_bytes()) && a.is_complete()
+        };
+        assert!(accepts(r#"{"name": "move", "arguments": {"x": 3}}"#));
+        assert!(accepts(r#"{"arguments": {"x": -1}, "name": "move"}"#));
+        assert!(accepts(r#"{"name": "stop", "arguments": {"why": [1]}}"#));
+        assert!(!accepts(r#"{"name": "move", "arguments": {"x": "3"}}"#));
+        assert!(!accepts(r#"{"name": "move", "arguments": {}}"#));
+        assert!(!accepts(r#"{"name": "jump", "arguments": {}}"#));
+        assert!(!accepts(r#"{"name": "stop"}"#));
+        assert!(!accepts(r#"{"name": "stop", "arguments": {}, "id": 1}"#));
+        let e = JsonSchema::tool_call(&[(
+            "f".into(),
+            Some(json!({"type": "object", "properties": {"s": {"type": "string", "format": "date"}}})),
+        )])
+        .unwrap_err();
+        assert!(e.contains("\"f\"") && e.contains("\"format\""), "{e}");
+        assert!(JsonSchema::tool_call(&[]).is_err());
     }
 
     #[test]

@@ -77,11 +77,13 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
 }
 
 /// Renders a conversation (and the tools it may call) with the model's chat template and
-/// tokenizes it.
+/// tokenizes it. `opening` is text the assistant's reply starts with, written after the
+/// generation prompt (a forced tool call's tag; usually empty).
 pub fn chat_prompt(
     model: &Loaded,
     messages: &[Message],
     tools: Option<&[serde_json::Value]>,
+    opening: &str,
 ) -> Result<Vec<u32>, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty"));
@@ -89,9 +91,10 @@ pub fn chat_prompt(
     let template = model.template.as_ref().ok_or_else(|| {
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
-    let text = template
+    let mut text = template
         .render(messages, tools, true, None)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
+    text.push_str(opening);
     Ok(text_prompt(model, &text, template.bos_token()))
 }
 

@@ -15,6 +15,7 @@ mod sampling;
 mod state;
 mod structured;
 mod think;
+mod tool_choice;
 mod tools;
 mod ui;
 mod web;

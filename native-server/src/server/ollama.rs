@@ -278,7 +278,7 @@ pub async fn chat_value(st: Shared, b: Value) -> Res {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
     let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
-    let prompt = generate::chat_prompt(m, &messages, tools.as_ref().map(|t| t.0.as_slice()))?;
+    let prompt = generate::chat_prompt(m, &messages, tools.as_ref().map(|t| t.0.as_slice()), "")?;
     let req = request(&st, prompt, b.options, b.format.as_ref())?;
     let names = tools.map(|t| t.1);
     respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap, names).await
@@ -315,7 +315,7 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
             messages.push(Message::system(s));
         }
         messages.push(Message::user(text));
-        generate::chat_prompt(m, &messages, None)?
+        generate::chat_prompt(m, &messages, None, "")?
     };
     let req = request(&st, prompt, b.options, b.format.as_ref())?;
     respond(&st, m, req, b.stream.unwrap_or(true), generate_wrap, None).await

@@ -19,6 +19,7 @@ use super::error::{ApiError, OpenAiError};
 use super::generate::{self, collect, GenRequest};
 use super::sampling::{resolve, SamplingFields};
 use super::state::{AppState, Loaded, Shared};
+use super::tool_choice::{self, ForcedCall, ToolChoice};
 use super::tools::ToolStream;
 
 type Res = Result<Response, OpenAiError>;
@@ -232,26 +233,30 @@ struct ChatBody {
     response_format: Option<Value>,
 }
 
-/// Tool definitions as sent, and their names.
-type Offered = (Vec<Value>, Vec<String>);
+/// The tools a chat request offers the model.
+struct Offered {
+    /// Definitions as sent (for the chat template).
+    defs: Vec<Value>,
+    names: Vec<String>,
+    /// `tool_choice` "required" or a named function: the call the reply must be.
+    forced: Option<ForcedCall>,
+}
 
-/// The tools to offer the model (`tool_choice` "none" offers none) and their names.
-fn offered_tools(b: &ChatBody) -> Result<Option<Offered>, ApiError> {
-    let Some(tools) = b.tools.as_ref().filter(|t| !t.is_empty()) else {
+/// The tools to offer the model (`tool_choice` "none" offers none), and the call to force.
+fn offered_tools(b: &ChatBody, m: &Loaded) -> Result<Option<Offered>, ApiError> {
+    let choice = tool_choice::parse(b.tool_choice.as_ref())?;
+    let defs = b.tools.clone().unwrap_or_default();
+    let names = super::tools::check_tools(&defs)?;
+    let template = m.template.as_ref().map_or("", |t| t.source());
+    let forced = tool_choice::forced_call(&choice, &defs, &names, template)?;
+    if defs.is_empty() || choice == ToolChoice::None {
         return Ok(None);
-    };
-    let names = super::tools::check_tools(tools)?;
-    match &b.tool_choice {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s == "auto" => {}
-        Some(Value::String(s)) if s == "none" => return Ok(None),
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "tool_choice {other} is not supported (only \"auto\" and \"none\"): the model decides whether to call a tool"
-            )))
-        }
     }
-    Ok(Some((tools.clone(), names)))
+    Ok(Some(Offered {
+        defs,
+        names,
+        forced,
+    }))
 }
 
 /// `finish_reason` for a summary (a cancelled request never reaches a client).
@@ -358,8 +363,8 @@ fn top_logprobs(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<usize
 async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: ChatBody = parse(body)?;
     let m = st.model()?;
-    let tools = offered_tools(&b)?;
-    let json = super::structured::response_format(b.response_format.as_ref())?;
+    let tools = offered_tools(&b, m)?;
+    let mut json = super::structured::response_format(b.response_format.as_ref())?;
     let messages = b
         .messages
         .as_deref()
@@ -367,11 +372,18 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     if let Some(name) = &b.common.model {
         st.check_model(name)?;
     }
-    let prompt = generate::chat_prompt(m, messages, tools.as_ref().map(|t| t.0.as_slice()))?;
+    // A forced call replaces `response_format`: the reply is the call, not text.
+    let forced = tools.as_ref().and_then(|t| t.forced.as_ref());
+    if let Some(f) = forced {
+        json = Some(f.schema.clone());
+    }
+    let opening = forced.map_or("", |f| f.opening);
+    let defs = tools.as_ref().map(|t| t.defs.as_slice());
+    let prompt = generate::chat_prompt(m, messages, defs, opening)?;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
     let mut req = b.common.to_request(&st, m, prompt, lp)?;
     req.json = json;
-    let names = tools.map(|t| t.1);
+    let names = tools.map(|t| t.names);
     let n = req.n;
     let rx = generate::start(m, req)?;
     let id = format!("chatcmpl-{}", uuid_like());

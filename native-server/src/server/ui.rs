@@ -124,7 +124,7 @@ async fn chat_value(st: Shared, v: Value) -> Res {
             hist.iter().cloned().chain(new).collect()
         }
     };
-    let prompt = generate::chat_prompt(m, &conversation, None)?;
+    let prompt = generate::chat_prompt(m, &conversation, None, "")?;
     let req_sampling = SamplingFields {
         temperature: b.temperature,
         top_k: b.top_k,
