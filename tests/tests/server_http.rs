@@ -279,7 +279,7 @@ fn chat_ui_ops_and_bad_inputs() {
             "/v1/chat/completions",
             chat(
                 json!({"tools": [{"type": "function", "function": {"name": "f"}}],
-                        "tool_choice": "required"}),
+                        "tool_choice": {"type": "function", "function": {"name": "g"}}}),
             ),
             400,
         ),
@@ -392,6 +392,20 @@ fn chat_ui_ops_and_bad_inputs() {
             400,
         ),
         ("DELETE", "/api/sessions/nope", String::new(), 404),
+        (
+            "POST",
+            "/api/embed",
+            json!({"model": "smol", "input": ["a"]}).to_string(),
+            501,
+        ),
+        (
+            "POST",
+            "/api/embeddings",
+            json!({"model": "smol", "prompt": "a"}).to_string(),
+            501,
+        ),
+        ("GET", "/api/nope", String::new(), 404),
+        ("GET", "/nope", String::new(), 404),
     ];
     assert!(cases.len() >= 25);
     for (method, path, body, want) in &cases {

@@ -23,7 +23,7 @@ mod web;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
@@ -40,12 +40,18 @@ pub fn router(state: Shared) -> Router {
         .merge(ui::routes())
         .merge(ops::routes())
         .merge(web::routes())
+        .fallback(no_route)
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             backend_header,
         ))
         .with_state(state)
+}
+
+/// Any path no route serves: 404 with `{"error": "..."}` (`/v1` paths have their own 501).
+async fn no_route(method: Method, uri: Uri) -> Response {
+    ApiError::not_found(format!("no route for {method} {}", uri.path())).plain()
 }
 
 /// Names the backend that serves requests (`x-weft-backend: cpu`).

@@ -91,10 +91,12 @@ pub fn forced_call(
         ToolChoice::Required => (0..tools.len()).collect(),
         ToolChoice::Function(name) => match names.iter().position(|n| n == name) {
             Some(i) => vec![i],
-            None => return Err(ApiError::invalid(format!(
+            None => {
+                return Err(ApiError::invalid(format!(
                 "tool_choice names the function {name:?}, which is not among the tools given ({})",
                 names.join(", ")
-            ))),
+            )))
+            }
         },
     };
     let calls: Vec<(String, Option<Value>)> = wanted
