@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs weft-core's wasm simd128 tests under node: the simd128 kernels (quantized dots,
 # activation quantizers, f32 dot/axpy) against the portable ones, bit for bit. Builds the
-# library tests for wasm32-unknown-unknown with +simd128 (as scripts/build-web.sh builds the
-# browser package) and runs them with wasm-bindgen-test-runner. Installs the wasm target and,
-# when missing, wasm-bindgen-cli at the Cargo.lock version (the runner comes with it; ~10-15
-# min once, shared with build-web.sh). Arguments filter tests (default: the simd128 ones).
+# library tests for wasm32-unknown-unknown, release, with +simd128 (the profile, target and
+# flags of scripts/build-web.sh, so the dependencies it built are reused) and runs them with
+# wasm-bindgen-test-runner. Installs the wasm target and, when missing, wasm-bindgen-cli at
+# the Cargo.lock version (the runner comes with it; ~10-15 min once, shared with
+# build-web.sh). Arguments filter tests (default: the simd128 ones).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -21,4 +22,4 @@ rustup target list --installed | grep -q '^wasm32-unknown-unknown$' || rustup ta
 
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+simd128" \
-  cargo test -p weft-core --target wasm32-unknown-unknown --lib -- "${@:-simd128}"
+  cargo test --release -p weft-core --target wasm32-unknown-unknown --lib -- "${@:-simd128}"

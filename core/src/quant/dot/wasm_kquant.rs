@@ -39,8 +39,8 @@ unsafe fn q45_k(bw: &[u8], ba: &[u8], quants: impl Fn(usize) -> [[v128; 2]; 2]) 
     }
     let sumi = hsum_i32(acc);
     let mut summ = 0i32;
-    for j in 0..8 {
-        summ += mn[j] as i32 * (bsum(ba, 2 * j) + bsum(ba, 2 * j + 1));
+    for (j, m) in mn.iter().enumerate() {
+        summ += *m as i32 * (bsum(ba, 2 * j) + bsum(ba, 2 * j + 1));
     }
     let da = act_d(ba);
     da * f16_at(bw, 0) * sumi as f32 - da * f16_at(bw, 2) * summ as f32
