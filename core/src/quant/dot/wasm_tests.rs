@@ -76,6 +76,22 @@ fn activation(n: usize, rng: &mut Rng) -> Vec<f32> {
         .collect()
 }
 
+/// Sets every quant of activation blocks of type `at` to 64..=127, so block sums are large
+/// (beyond 2^13): then d_w * d_a * s rounds, and a kernel that changed the order of that
+/// product would be caught (with mixed signs, sums are mostly small and exact either way).
+fn positive_quants(at: GgmlType, a: &mut [u8]) {
+    let (start, end) = match at {
+        GgmlType::Q8_0 => (2, 34),
+        GgmlType::Q8_1 => (4, 36),
+        _ => (4, 260),
+    };
+    for block in a.chunks_mut(at.type_size()) {
+        for q in &mut block[start..end] {
+            *q = (*q | 0x40) & 0x7F;
+        }
+    }
+}
+
 #[wasm_bindgen_test]
 fn simd128_kernels_are_used() {
     for ty in TYPES {
@@ -109,7 +125,11 @@ fn simd128_dots_equal_portable_bits() {
                     quantize_activation_to(at, &activation(n, &mut rng), &mut a).unwrap();
                     a
                 } else {
-                    random_blocks(at, nb * ty.block_size() / at.block_size(), &mut rng)
+                    let mut a = random_blocks(at, nb * ty.block_size() / at.block_size(), &mut rng);
+                    if trial == 3 {
+                        positive_quants(at, &mut a);
+                    }
+                    a
                 };
                 let fast = vec_dot(ty, &w, &a, n);
                 let slow = vec_dot_scalar(ty, &w, &a, n);
@@ -143,8 +163,11 @@ fn simd128_rows_and_tiles_equal_portable_bits() {
             let w = random_blocks(ty, rows * n / ty.block_size(), &mut rng);
             let ab = at.bytes_for(n as u64).unwrap() as usize;
             let mut acts = vec![0u8; ab * toks];
-            for a in acts.chunks_mut(ab) {
+            for (t, a) in acts.chunks_mut(ab).enumerate() {
                 quantize_activation_to(at, &activation(n, &mut rng), a).unwrap();
+                if t == 1 {
+                    positive_quants(at, a);
+                }
             }
             let mut tile = vec![0f32; rows * toks];
             vec_dot_tile(ty, &w, &acts, n, toks, &mut tile);
