@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs what the tests need (Python oracles, the wasm target,
-# the reference models), then `cargo test --workspace`. Safe to run again: finished steps are skipped.
+# the reference models), then `cargo test --workspace`, then the wasm simd128 kernel tests
+# under node (scripts/test-wasm.sh). Safe to run again: finished steps are skipped.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -10,3 +11,4 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weft/target}"
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
 scripts/fetch-models.sh
 cargo test --workspace "$@"
+scripts/test-wasm.sh

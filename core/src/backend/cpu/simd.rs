@@ -2,6 +2,14 @@
 //! AVX2 build of the same code on x86-64. The portable form keeps 16 independent accumulators
 //! so the compiler can vectorise it without reordering a single running sum.
 
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[path = "simd_wasm.rs"]
+mod simd_wasm;
+
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
 #[inline(always)]
 fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
@@ -25,6 +33,10 @@ fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
     s + tail
 }
 
+#[cfg_attr(
+    all(target_arch = "wasm32", target_feature = "simd128"),
+    allow(dead_code)
+)]
 #[inline(always)]
 fn axpy_lanes(y: &mut [f32], a: f32, x: &[f32]) {
     for (yi, xi) in y.iter_mut().zip(x) {
@@ -59,6 +71,9 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
         // SAFETY: the CPU supports the features the function was compiled for.
         return unsafe { dot_avx2(a, b) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd_wasm::dot(a, b);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     dot_lanes(a, b)
 }
 
@@ -70,6 +85,9 @@ pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
         // SAFETY: as above.
         return unsafe { axpy_avx2(y, a, x) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return simd_wasm::axpy(y, a, x);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     axpy_lanes(y, a, x)
 }
 

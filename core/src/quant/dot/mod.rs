@@ -27,6 +27,21 @@ mod avx2_multi;
 #[cfg(target_arch = "x86_64")]
 mod avx2_util;
 
+// wasm simd128 kernels: compiled in with `-C target-feature=+simd128` (wasm has no run-time
+// feature detection), bit-identical to the portable ones.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_act;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_kquant;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_legacy;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_rows;
+#[cfg(all(test, target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_tests;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm_util;
+
 use crate::dtype::GgmlType;
 
 /// The type activations must be quantized to before [`vec_dot`] with weights of type `w`.
@@ -313,6 +328,13 @@ fn rows_simd(
         }
         return done;
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        let done = wasm_util::rows(w, w_rows, row_bytes, act, nb, n_tok, t, out);
+        if done > 0 {
+            return done;
+        }
+    }
     0
 }
 
@@ -384,6 +406,12 @@ fn kernel(w: GgmlType) -> KernelFn {
             return f;
         }
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if kernel_level() >= 1 {
+        if let Some(f) = wasm_util::kernel(w) {
+            return f;
+        }
+    }
     scalar_kernel(w).expect("checked by supports_vec_dot")
 }
 
@@ -438,7 +466,14 @@ pub fn has_simd_kernel(w: GgmlType) -> bool {
     {
         has_avx2() && avx2_kernel(w).is_some()
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        wasm_util::kernel(w).is_some()
+    }
+    #[cfg(not(any(
+        target_arch = "x86_64",
+        all(target_arch = "wasm32", target_feature = "simd128")
+    )))]
     {
         let _ = w;
         false
@@ -488,6 +523,10 @@ pub fn quantize_activation_to(
                 _ => avx2_act::quantize_q8_k(x, dst),
             }
         }
+        return Ok(());
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if wasm_util::quantize_activation(at, x, dst) {
         return Ok(());
     }
     match at {
