@@ -76,7 +76,8 @@ const base = await new Promise((res, rej) => {
   const t = setTimeout(() => rej(new Error("weft serve did not start")), 120_000);
   server.stderr.on("data", (d) => {
     buf += d;
-    const m = buf.match(/listening on (http:\/\/[^\s]+)/);
+    // Only a whole line: a chunk may end inside the address.
+    const m = buf.match(/listening on (http:\/\/[^\s]+)[^\n]*\n/);
     if (m) { clearTimeout(t); res(m[1].replace(/\/$/, "")); }
   });
   server.on("exit", (c) => rej(new Error(`weft serve exited (${c}): ${buf}`)));
