@@ -136,3 +136,85 @@ fn dot_throughput() {
         );
     }
 }
+
+/// G MAC/s of one thread doing a prompt-sized product (`ROWS` weight rows x `cols` x
+/// `TOKENS` tokens, activations already quantized): the GEMM path (`GemmActs::prepare` once,
+/// then `gemm_tile` per tile of rows) against the 4-token tile path (`vec_dot_tile` over
+/// 16-row tiles, what the CPU backend used before). Best of several runs.
+fn bench_gemm(ty: GgmlType, cols: usize) {
+    const ROWS: usize = 256;
+    const TOKENS: usize = 512;
+    let row_bytes = ty.bytes_for(cols as u64).unwrap() as usize;
+    let x: Vec<f32> = random_bytes(ROWS * cols, 3)
+        .iter()
+        .map(|b| *b as f32 / 128.0 - 1.0)
+        .collect();
+    let w = if quant::can_quantize(ty) {
+        quant::quantize_to_vec(ty, &x).unwrap()
+    } else {
+        random_bytes(row_bytes * ROWS, 5)
+    };
+    let at = dot::vec_dot_type(ty);
+    let acts: Vec<u8> = (0..TOKENS)
+        .flat_map(|t| {
+            let xt: Vec<f32> = (0..cols)
+                .map(|i| ((i * 7 + t * 13) as f32 * 0.01).sin())
+                .collect();
+            quant::quantize_to_vec(at, &xt).unwrap()
+        })
+        .collect();
+    let macs = (ROWS * cols * TOKENS) as f64;
+    let best = |f: &mut dyn FnMut()| {
+        let mut best = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            f();
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        macs / best / 1e9
+    };
+    let mut out = vec![0f32; 32 * TOKENS];
+    let old = best(&mut || {
+        for tile in w.chunks(16 * row_bytes) {
+            let o = &mut out[..tile.len() / row_bytes * TOKENS];
+            dot::vec_dot_tile(ty, tile, &acts, cols, TOKENS, o);
+            black_box(&o);
+        }
+    });
+    let mut layout = dot::GemmActs::new();
+    let mut scratch = dot::GemmScratch::new();
+    let gemm = if layout.prepare(ty, &acts, cols, TOKENS) {
+        let rows = layout.tile_rows();
+        let g = best(&mut || {
+            layout.prepare(ty, &acts, cols, TOKENS);
+            for tile in w.chunks(rows * row_bytes) {
+                let o = &mut out[..tile.len() / row_bytes * TOKENS];
+                dot::gemm_tile(&layout, tile, &mut scratch, o);
+                black_box(&o);
+            }
+        });
+        format!("{g:6.1} G MAC/s")
+    } else {
+        "  (no kernel)".to_string()
+    };
+    println!(
+        "{:>7} {ROWS} rows x {cols} x {TOKENS} tokens: 4-token tiles {old:6.1} G MAC/s, \
+         GEMM {gemm}",
+        ty.name()
+    );
+}
+
+#[test]
+#[ignore]
+fn gemm_throughput() {
+    for (ty, cols) in [
+        (GgmlType::Q5_0, 640),
+        (GgmlType::Q8_0, 640),
+        (GgmlType::Q4_0, 640),
+        (GgmlType::Q4_1, 576),
+        (GgmlType::Q4_K, 1024),
+        (GgmlType::Q6_K, 2048),
+    ] {
+        bench_gemm(ty, cols);
+    }
+}

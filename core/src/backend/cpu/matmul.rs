@@ -4,8 +4,11 @@
 //! (`quant::dot::vec_dot_type`, e.g. Q8_K for K-quants, Q8_0 for Q4_0/Q5_0/Q8_0), as llama.cpp
 //! does; every weight row is then dotted with every quantized activation row. Threads split the
 //! weight rows; within a thread, a tile of rows is reused for all tokens of the step, so in a
-//! prefill chunk each weight byte is read from memory once.
+//! prefill chunk each weight byte is read from memory once. For a prompt, when the CPU and
+//! weight type have GEMM kernels (`quant::dot::gemm_tile`), the activations are laid out once
+//! for them and each tile of rows is unpacked once for all tokens.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::attention::SyncPtr;
@@ -14,6 +17,7 @@ use super::simd;
 use crate::backend::{BackendError, Result};
 use crate::dtype::GgmlType;
 use crate::quant;
+use crate::quant::dot::{GemmActs, GemmScratch};
 
 /// Weight rows handled together (reused across all tokens while in cache).
 const ROW_TILE: usize = 16;
@@ -171,6 +175,9 @@ fn quantized(
         });
         return Ok(());
     }
+    if gemm(pool, w, act, n_tok, &out_ptr, row_bytes) {
+        return Ok(());
+    }
     pool.run(&|_| {
         let out_ptr = &out_ptr;
         let mut tile_out = Vec::new();
@@ -198,6 +205,63 @@ fn quantized(
         }
     });
     Ok(())
+}
+
+thread_local! {
+    /// The activations of the current product laid out for the GEMM kernels (kept by the
+    /// calling thread so the buffer is reused from one product to the next).
+    static GEMM_ACTS: RefCell<GemmActs> = RefCell::new(GemmActs::new());
+    /// Each thread's unpacked weight tile.
+    static GEMM_SCRATCH: RefCell<GemmScratch> = RefCell::new(GemmScratch::new());
+}
+
+/// Prompt processing with the GEMM kernels (`quant::dot::gemm_tile`: weight tiles unpacked
+/// once, then all tokens), when this CPU and weight type have them; returns false otherwise.
+/// Same bits as the `vec_dot_tile` path.
+fn gemm(
+    pool: &ThreadPool,
+    w: &WeightView,
+    act: &[u8],
+    n_tok: usize,
+    out_ptr: &SyncPtr,
+    row_bytes: usize,
+) -> bool {
+    let (cols, rows) = (w.cols, w.rows);
+    GEMM_ACTS.with_borrow_mut(|acts| {
+        if !acts.prepare(w.ty, act, cols, n_tok) {
+            return false;
+        }
+        let acts: &GemmActs = acts;
+        let tile_rows = acts.tile_rows();
+        let tiles = rows.div_ceil(tile_rows);
+        let next = AtomicUsize::new(0);
+        pool.run(&|_| {
+            GEMM_SCRATCH.with_borrow_mut(|scratch| {
+                let mut tile_out = Vec::new();
+                loop {
+                    let tile = next.fetch_add(1, Ordering::Relaxed);
+                    if tile >= tiles {
+                        break;
+                    }
+                    let r0 = tile * tile_rows;
+                    let r1 = (r0 + tile_rows).min(rows);
+                    tile_out.resize((r1 - r0) * n_tok, 0f32);
+                    let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
+                    quant::dot::gemm_tile(acts, wr, scratch, &mut tile_out);
+                    for t in 0..n_tok {
+                        // SAFETY: each (t, r) is written by exactly one thread.
+                        let dst = unsafe {
+                            std::slice::from_raw_parts_mut(out_ptr.0.add(t * rows + r0), r1 - r0)
+                        };
+                        for (k, d) in dst.iter_mut().enumerate() {
+                            *d = tile_out[k * n_tok + t];
+                        }
+                    }
+                }
+            })
+        });
+        true
+    })
 }
 
 /// For weight types without a quantized dot product: dequantize a tile of rows to f32 and

@@ -6,7 +6,9 @@
 //! dotted with it in integer arithmetic per block:
 //! - [`vec_dot`]: one row; [`vec_dot_rows`]: many consecutive rows against one activation
 //!   (token generation); [`vec_dot_multi`]: one row against several activations (prompt
-//!   processing: the weight block is unpacked once per 4 activations).
+//!   processing: the weight block is unpacked once per 4 activations); [`GemmActs`] +
+//!   [`gemm_tile`]: a tile of rows against all activations of a prompt, with the weights
+//!   unpacked once (AVX-512 VNNI; `gemm.rs`), bit-identical to [`vec_dot`].
 //!
 //! Each kernel has a portable scalar version (`scalar.rs`, the reference) and, on x86_64, an
 //! AVX2+FMA+F16C version chosen at run time (`avx2_*.rs`). Integer sums are exact in both; the
@@ -14,7 +16,10 @@
 //! in the order of float accumulation.
 
 mod act;
+mod gemm;
 mod scalar;
+
+pub use gemm::{gemm_tile, has_gemm_kernel, GemmActs, GemmScratch};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2_act;
@@ -26,6 +31,10 @@ mod avx2_legacy;
 mod avx2_multi;
 #[cfg(target_arch = "x86_64")]
 mod avx2_util;
+#[cfg(target_arch = "x86_64")]
+mod avx512_gemm_k;
+#[cfg(target_arch = "x86_64")]
+mod avx512_gemm_lane;
 
 // wasm simd128 kernels: compiled in with `-C target-feature=+simd128` (wasm has no run-time
 // feature detection), bit-identical to the portable ones.

@@ -332,3 +332,114 @@ fn vec_dot_tile_equals_multi_and_rows() {
         }
     }
 }
+
+/// The GEMM tiles against [`vec_dot`], bit for bit, for every type they serve: odd block
+/// counts (the lane kernels pair blocks; the K kernels take super-blocks two at a time), row
+/// and token counts that are not multiples of the micro-tiles, and buffers reused across
+/// types and sizes.
+#[test]
+fn gemm_tile_equals_vec_dot() {
+    use GgmlType::*;
+    let mut rng = Rng(4242);
+    let mut acts_layout = GemmActs::new();
+    let mut scratch = GemmScratch::new();
+    #[cfg(target_arch = "x86_64")]
+    let expected = gemm::has_avx512_vnni() && kernel_level() >= 2;
+    #[cfg(not(target_arch = "x86_64"))]
+    let expected = false;
+    let mut ran = 0;
+    for ty in [Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q6_K] {
+        assert_eq!(has_gemm_kernel(ty), expected, "{ty}");
+        let sizes: &[usize] = if ty.block_size() == 256 {
+            &[256, 768, 1280]
+        } else {
+            &[32, 224, 640]
+        };
+        for &n in sizes {
+            for (n_rows, n_tok) in [(1usize, 4usize), (5, 17), (9, 8), (16, 33), (3, 5), (7, 16)] {
+                let w: Vec<u8> = (0..n_rows)
+                    .flat_map(|_| random_row(ty, n, &mut rng))
+                    .collect();
+                let acts: Vec<u8> = (0..n_tok)
+                    .flat_map(|_| act_for(ty, &activation(n, &mut rng)).0)
+                    .collect();
+                if !acts_layout.prepare(ty, &acts, n, n_tok) {
+                    assert!(
+                        !expected || n_tok < 8,
+                        "{ty} n={n}: no GEMM for {n_tok} tokens"
+                    );
+                    continue;
+                }
+                ran += 1;
+                let mut out = vec![f32::NAN; n_rows * n_tok];
+                gemm_tile(&acts_layout, &w, &mut scratch, &mut out);
+                let (rb, ab) = (w.len() / n_rows, acts.len() / n_tok);
+                for r in 0..n_rows {
+                    for t in 0..n_tok {
+                        let one = vec_dot(ty, &w[r * rb..][..rb], &acts[t * ab..][..ab], n);
+                        let got = out[r * n_tok + t];
+                        assert_eq!(
+                            got.to_bits(),
+                            one.to_bits(),
+                            "{ty} n={n} {n_rows}x{n_tok} ({r}, {t}): {got} vs {one}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    assert!(!expected || ran > 0);
+}
+
+/// Large activations and weights at the ends of their ranges (Q8_0 weights of -128, Q6_K
+/// scales of -128, activation blocks with a +-127 quant everywhere) stay exact in the GEMM's
+/// offset arithmetic.
+#[test]
+fn gemm_tile_extremes_equal_vec_dot() {
+    use GgmlType::*;
+    let mut rng = Rng(99);
+    let mut acts_layout = GemmActs::new();
+    let mut scratch = GemmScratch::new();
+    for ty in [Q8_0, Q5_0, Q4_1, Q4_K, Q6_K] {
+        let n = 512;
+        let (n_rows, n_tok) = (6, 20);
+        let mut w: Vec<u8> = (0..n_rows)
+            .flat_map(|_| random_row(ty, n, &mut rng))
+            .collect();
+        match ty {
+            // All quants -128 (scales kept).
+            Q8_0 => w.chunks_mut(34).for_each(|b| b[2..].fill(0x80)),
+            // All scales -128, all 6-bit quants 0 (q - 32 = -32).
+            Q6_K => w.chunks_mut(210).for_each(|b| {
+                b[..192].fill(0);
+                b[192..208].fill(0x80)
+            }),
+            _ => {}
+        }
+        // Every activation at +-amax: quants +-127.
+        let acts: Vec<u8> = (0..n_tok)
+            .flat_map(|t| {
+                let x: Vec<f32> = (0..n)
+                    .map(|i| if (i + t) % 3 == 0 { -3.0 } else { 3.0 })
+                    .collect();
+                act_for(ty, &x).0
+            })
+            .collect();
+        if !acts_layout.prepare(ty, &acts, n, n_tok) {
+            continue;
+        }
+        let mut out = vec![f32::NAN; n_rows * n_tok];
+        gemm_tile(&acts_layout, &w, &mut scratch, &mut out);
+        let (rb, ab) = (w.len() / n_rows, acts.len() / n_tok);
+        for r in 0..n_rows {
+            for t in 0..n_tok {
+                let one = vec_dot(ty, &w[r * rb..][..rb], &acts[t * ab..][..ab], n);
+                assert_eq!(
+                    out[r * n_tok + t].to_bits(),
+                    one.to_bits(),
+                    "{ty} ({r}, {t})"
+                );
+            }
+        }
+    }
+}
