@@ -6,6 +6,7 @@ mod wgpu_support;
 
 use std::sync::Arc;
 
+use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::KvDtype;
 use weft_core::engine::{Engine, EngineConfig};
@@ -77,14 +78,8 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
     true
 }
 
-fn run_model(key: &str) {
-    let (Some(path), Some(reference)) = (model_path(key), reference(key)) else {
-        return;
-    };
-    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else {
-        return;
-    };
-    let file = Arc::new(ModelFile::open(&path).unwrap());
+fn engine(key: &str, backend: Box<dyn weft_core::backend::Backend>) -> Engine {
+    let file = Arc::new(ModelFile::open(model_path(key).unwrap()).unwrap());
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: 256,
@@ -93,26 +88,62 @@ fn run_model(key: &str) {
         },
         max_batch: 64,
     };
-    let mut engine = Engine::load(file, Box::new(backend), cfg, &mut |_, _| {}).unwrap();
-    let seq = engine.new_sequence().unwrap();
+    Engine::load(file, backend, cfg, &mut |_, _| {}).unwrap()
+}
+
+/// Runs the reference cases on wgpu, and the same steps on the CPU backend: the two must pick
+/// the same greedy token at every compared step; the largest logit difference between them
+/// is printed (a figure for docs/benchmarks.md).
+fn run_model(key: &str) {
+    let (Some(_), Some(reference)) = (model_path(key), reference(key)) else {
+        return;
+    };
+    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
+    let mut gpu = engine(key, Box::new(backend));
+    let mut cpu = engine(key, Box::new(CpuBackend::new(2)));
+    let (gs, cs) = (gpu.new_sequence().unwrap(), cpu.new_sequence().unwrap());
     let mut compared = 0;
+    let mut worst_cpu = 0f32;
     'cases: for (ci, case) in reference["cases"].as_array().unwrap().iter().enumerate() {
-        engine.truncate(seq, 0).unwrap();
-        let mut logits = engine.prefill(seq, &ids(&case["prompt_ids"])).unwrap();
+        gpu.truncate(gs, 0).unwrap();
+        cpu.truncate(cs, 0).unwrap();
+        let prompt = ids(&case["prompt_ids"]);
+        let mut logits = gpu.prefill(gs, &prompt).unwrap();
+        let mut cpu_logits = cpu.prefill(cs, &prompt).unwrap();
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+            let diff = logits
+                .iter()
+                .zip(&cpu_logits)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            worst_cpu = worst_cpu.max(diff);
             if !check_step(key, ci, i, step, &logits) {
                 break;
             }
+            let (mine, theirs) = (
+                weft_core::backend::top_k_host(&logits, 1)[0].0,
+                weft_core::backend::top_k_host(&cpu_logits, 1)[0].0,
+            );
+            assert_eq!(
+                mine, theirs,
+                "{key} case {ci} step {i}: wgpu and CPU pick different tokens (max |logit \
+                 difference| {diff})"
+            );
             compared += 1;
             if compared >= MAX_STEPS {
                 break 'cases;
             }
-            logits = engine
-                .decode(seq, step["token"].as_u64().unwrap() as u32)
-                .unwrap();
+            let tok = step["token"].as_u64().unwrap() as u32;
+            logits = gpu.decode(gs, tok).unwrap();
+            cpu_logits = cpu.decode(cs, tok).unwrap();
         }
     }
-    eprintln!("{key} on wgpu: {compared} steps compared");
+    eprintln!(
+        "{key} on wgpu: {compared} steps compared, max |logit difference| to the CPU backend \
+         {worst_cpu:.4}"
+    );
     assert!(
         compared >= 8,
         "{key}: too few comparable steps ({compared})"
