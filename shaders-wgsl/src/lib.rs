@@ -25,7 +25,8 @@ pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
 /// Correctly rounded division, square root and f64 sums from integer operations (appended to
 /// `NORM`, `ACTQUANT` and the type-generic kernels).
 pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
-/// An accurate `exp_acc` (appended to `ATTENTION`, `SOFTMAX` and `ELEMENTWISE`).
+/// Accurate `exp_acc` and correctly rounded `exp_cr` (appended to `ATTENTION`, `SOFTMAX` and
+/// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs).
 pub const MATH: &str = include_str!("../wgsl/math.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
@@ -113,7 +114,7 @@ pub fn all_modules() -> Vec<(String, String)> {
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
     for (name, src) in [
-        ("elementwise", with_math(ELEMENTWISE)),
+        ("elementwise", with_exact(&with_math(ELEMENTWISE))),
         ("norm", with_exact(NORM)),
         ("rope", ROPE.to_string()),
         ("kv", KV.to_string()),

@@ -69,14 +69,6 @@ fn load(half_kv: bool, buf_is_k: bool, idx: u32) -> f32 {
     return bitcast<f32>(vc[idx]);
 }
 
-fn keep(v: f32) -> f32 {
-    return bitcast<f32>(bitcast<u32>(v) ^ p.zero);
-}
-
-fn keep4(v: vec4<f32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(v) ^ vec4<u32>(p.zero));
-}
-
 fn qk4(half_kv: bool, key_base: u32, d: u32) -> vec4<f32> {
     let k = vec4<f32>(load(half_kv, true, key_base + d), load(half_kv, true, key_base + d + 1u), load(half_kv, true, key_base + d + 2u), load(half_kv, true, key_base + d + 3u));
     return keep4(vec4<f32>(qh[d], qh[d + 1u], qh[d + 2u], qh[d + 3u]) * k);
@@ -171,7 +163,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
         let j = t0 + lid;
         var e = 0.0;
         if (j < n) {
-            e = exp_acc(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax);
+            e = exp_cr(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax);
         }
         wts[lid] = e;
         workgroupBarrier();
@@ -194,7 +186,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
         let j = t0 + lid;
         var wgt = 0.0;
         if (j < n) {
-            wgt = exp_acc(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax) * inv;
+            wgt = exp_cr(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax) * inv;
             if (half_kv) {
                 wgt = to_f16(wgt);
             }

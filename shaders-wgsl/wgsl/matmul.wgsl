@@ -288,3 +288,106 @@ fn per_row(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id)
         y[(t0 + t) * p.out_stride + p.row0 + r] = row_dot(row, (t0 + t) * p.cols);
     }
 }
+
+// Prefill on CPU adapters: as `per_row`, but each weight unit is decoded once for the whole
+// token tile (its integer quants held in registers) and dotted with every token's activations.
+// Every (row, token) keeps its own accumulators in the same order, so the results are those
+// of `per_row` bit for bit; the weight decoding, the costly part on a CPU, is done 1/TOK as
+// often. Float weights (QKIND 0) take `per_row`'s loop.
+@compute @workgroup_size(64)
+fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = gid.x + wid.y * p.groups_x * WG;
+    if (r >= p.rows) {
+        return;
+    }
+    let t0 = wid.z * TOK;
+    let nt = min(TOK, p.n_tok - t0);
+    let row = r * p.row_bytes;
+    let units = p.cols / 32u;
+    let out0 = t0 * p.out_stride + p.row0 + r;
+    if (QKIND == 0u) {
+        for (var t = 0u; t < nt; t++) {
+            y[out0 + t * p.out_stride] = row_dot(row, (t0 + t) * p.cols);
+        }
+        return;
+    }
+    var wq: array<vec4<i32>, 8>;
+    if (QKIND == 1u) {
+        // Per token: lane accumulators (parity 0 low/high, parity 1 low/high) and minimums.
+        var acc: array<vec4<f32>, 32>;
+        var mins: array<vec2<f32>, 8>;
+        for (var u = 0u; u < units; u++) {
+            let ls = lscale(row, u);
+            for (var q = 0u; q < 8u; q++) {
+                wq[q] = iquad(row, u, q);
+            }
+            let par = 2u * (u & 1u);
+            for (var t = 0u; t < nt; t++) {
+                let xb = (t0 + t) * p.cols + 32u * u;
+                let xi = 2u * (xb / 32u);
+                let d = vec4<f32>(ls.x * xs[xi]);
+                let pl = vec4<f32>(f32(dot(wq[0], xq(xb))), f32(dot(wq[1], xq(xb + 4u))), f32(dot(wq[2], xq(xb + 8u))), f32(dot(wq[3], xq(xb + 12u))));
+                let ph = vec4<f32>(f32(dot(wq[4], xq(xb + 16u))), f32(dot(wq[5], xq(xb + 20u))), f32(dot(wq[6], xq(xb + 24u))), f32(dot(wq[7], xq(xb + 28u))));
+                acc[4u * t + par] = fma(d, pl, acc[4u * t + par]);
+                acc[4u * t + par + 1u] = fma(d, ph, acc[4u * t + par + 1u]);
+                if (HAS_MIN) {
+                    if ((u & 1u) == 0u) {
+                        mins[t].x = fma(ls.y, xs[xi + 1u], mins[t].x);
+                    } else {
+                        mins[t].y = fma(ls.y, xs[xi + 1u], mins[t].y);
+                    }
+                }
+            }
+        }
+        for (var t = 0u; t < nt; t++) {
+            y[out0 + t * p.out_stride] = lanes_total(acc[4u * t], acc[4u * t + 1u], acc[4u * t + 2u], acc[4u * t + 3u], mins[t].x, mins[t].y);
+        }
+        return;
+    }
+    var sums: array<f32, 8>;
+    for (var blk = 0u; blk < units / 8u; blk++) {
+        let dm = kdm(row, blk);
+        var sumi: array<i32, 8>;
+        var summ: array<i32, 8>;
+        for (var j = 0u; j < 8u; j++) {
+            let u = 8u * blk + j;
+            let ks = kscale(row, u);
+            for (var q = 0u; q < 8u; q++) {
+                wq[q] = iquad(row, u, q);
+            }
+            for (var t = 0u; t < nt; t++) {
+                let ub = (t0 + t) * p.cols + 32u * u;
+                var s0 = 0;
+                var s1 = 0;
+                var bs = 0;
+                for (var q = 0u; q < 8u; q++) {
+                    let a = xq(ub + 4u * q);
+                    let v = dot(wq[q], a);
+                    if (q < 4u) {
+                        s0 += v;
+                    } else {
+                        s1 += v;
+                    }
+                    bs += a.x + a.y + a.z + a.w;
+                }
+                if (QKIND == 2u) {
+                    sumi[t] += ks.x * (s0 + s1);
+                    summ[t] += ks.y * bs;
+                } else {
+                    sumi[t] += ks.x * s0 + ks.y * s1;
+                }
+            }
+        }
+        for (var t = 0u; t < nt; t++) {
+            let da = xs[2u * (((t0 + t) * p.cols + 256u * blk) / 32u)];
+            var v = keep((da * dm.x) * i2f_rn(sumi[t]));
+            if (QKIND == 2u) {
+                v = v - keep((da * dm.y) * i2f_rn(summ[t]));
+            }
+            sums[t] += v;
+        }
+    }
+    for (var t = 0u; t < nt; t++) {
+        y[out0 + t * p.out_stride] = sums[t];
+    }
+}

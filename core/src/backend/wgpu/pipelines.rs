@@ -10,6 +10,8 @@ pub(super) enum Kernel {
     MatMul(GgmlType),
     /// One invocation per row, no barriers (CPU adapters).
     MatMulRows(GgmlType),
+    /// As `MatMulRows`, each weight unit decoded once per token tile (prefill on CPU adapters).
+    MatMulRowsTile(GgmlType),
     Embed(GgmlType),
     Elementwise,
     RmsNorm,
@@ -58,8 +60,9 @@ impl Kernel {
         match self {
             Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
             Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
+            Kernel::MatMulRowsTile(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row_tile"),
             Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),
-            Kernel::Elementwise => (s::with_math(s::ELEMENTWISE), "main"),
+            Kernel::Elementwise => (s::with_exact(&s::with_math(s::ELEMENTWISE)), "main"),
             Kernel::RmsNorm => (s::with_exact(s::NORM), "rms_norm"),
             Kernel::LayerNorm => (s::with_exact(s::NORM), "layer_norm"),
             Kernel::Rope => (s::ROPE.into(), "main"),

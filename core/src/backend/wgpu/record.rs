@@ -447,7 +447,9 @@ impl<'a> Recorder<'a> {
                 };
                 let tpr = tpr.clamp(1, 64);
                 let per_group = 64 / tpr;
-                let kernel = if self.row_per_invocation {
+                let kernel = if self.row_per_invocation && rows > 1 {
+                    Kernel::MatMulRowsTile(w.ty)
+                } else if self.row_per_invocation {
                     Kernel::MatMulRows(w.ty)
                 } else {
                     Kernel::MatMul(w.ty)
