@@ -26,7 +26,8 @@ pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
 /// `NORM`, `ACTQUANT` and the type-generic kernels).
 pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
 /// Accurate `exp_acc` and correctly rounded `exp_cr` (appended to `ATTENTION`, `SOFTMAX` and
-/// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs).
+/// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs), and correctly rounded
+/// `sincos_cr` (for `ROPE`).
 pub const MATH: &str = include_str!("../wgsl/math.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
@@ -116,7 +117,7 @@ pub fn all_modules() -> Vec<(String, String)> {
     for (name, src) in [
         ("elementwise", with_exact(&with_math(ELEMENTWISE))),
         ("norm", with_exact(NORM)),
-        ("rope", ROPE.to_string()),
+        ("rope", with_exact(&with_math(ROPE))),
         ("kv", KV.to_string()),
         ("attention", with_exact(&with_math(ATTENTION))),
         ("softmax", with_math(SOFTMAX)),

@@ -65,7 +65,7 @@ impl Kernel {
             Kernel::Elementwise => (s::with_exact(&s::with_math(s::ELEMENTWISE)), "main"),
             Kernel::RmsNorm => (s::with_exact(s::NORM), "rms_norm"),
             Kernel::LayerNorm => (s::with_exact(s::NORM), "layer_norm"),
-            Kernel::Rope => (s::ROPE.into(), "main"),
+            Kernel::Rope => (s::with_exact(&s::with_math(s::ROPE)), "main"),
             Kernel::KvStoreF16 => (s::KV.into(), "store_f16"),
             Kernel::KvStoreF32 => (s::KV.into(), "store_f32"),
             Kernel::AttentionF16 => (s::with_exact(&s::with_math(s::ATTENTION)), "attn_f16"),
