@@ -136,10 +136,21 @@ fn two_sum(a: f32, b: f32) -> vec2<f32> {
     return vec2<f32>(s, (a - (s - bb)) + (b - bb));
 }
 
-// a · b exactly as (product, error).
+// The high 12 bits of a and the rest (Veltkamp's split, exact).
+fn split12(a: f32) -> vec2<f32> {
+    let t = keep(4097.0 * a);
+    let hi = keep(t - keep(t - a));
+    return vec2<f32>(hi, a - hi);
+}
+
+// a · b exactly as (product, error): Dekker's product, without `fma` (lavapipe, and WGSL in
+// general, may compute fma unfused).
 fn two_prod(a: f32, b: f32) -> vec2<f32> {
     let pr = keep(a * b);
-    return vec2<f32>(pr, fma(a, b, -pr));
+    let x = split12(a);
+    let y = split12(b);
+    let err = ((keep(x.x * y.x) - pr) + keep(x.x * y.y) + keep(x.y * y.x)) + keep(x.y * y.y);
+    return vec2<f32>(pr, err);
 }
 
 // 2^e for -126 <= e <= 127.

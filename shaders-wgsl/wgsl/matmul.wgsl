@@ -21,7 +21,7 @@
 //   3, Q6_K: as 2 with (q − 32) and the two scales of each unit's halves, no minimum.
 // Float weights (QKIND 0: F32, F16) are dotted with the f32 activations in units.
 // `keep` hides a product from the compiler so that it is not fused with the following
-// addition (fusing changes the rounding); `fma` is used where the CPU fuses.
+// addition (fusing changes the rounding); `fma_x` rounds once where the CPU fuses.
 
 const WG: u32 = 64u;
 const TOK: u32 = 8u;
@@ -53,6 +53,31 @@ var<workgroup> redm: array<f32, 64>;
 
 fn keep(v: f32) -> f32 {
     return bitcast<f32>(bitcast<u32>(v) ^ p.zero);
+}
+
+// fma(a, b, c) rounded once, as the CPU's FMA instructions round it, from exact operations
+// (WGSL's `fma` may be unfused: lavapipe lowers it to a product and a sum): a·b exactly as
+// (hi, lo) by Dekker's product, c + hi exactly as (s, e), then s + (e + lo) — the same result
+// but when e + lo rounds onto a tie (probability about 2^-23).
+fn split12(a: f32) -> vec2<f32> {
+    let t = keep(4097.0 * a);
+    let hi = keep(t - keep(t - a));
+    return vec2<f32>(hi, a - hi);
+}
+
+fn fma_x(a: f32, b: f32, c: f32) -> f32 {
+    let pr = keep(a * b);
+    let x = split12(a);
+    let y = split12(b);
+    let lo = ((keep(x.x * y.x) - pr) + keep(x.x * y.y) + keep(x.y * y.x)) + keep(x.y * y.y);
+    let s = keep(c + pr);
+    let bb = keep(s - c);
+    let e = (c - (s - bb)) + (pr - bb);
+    return s + (e + lo);
+}
+
+fn fma_x4(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(fma_x(a.x, b.x, c.x), fma_x(a.y, b.y, c.y), fma_x(a.z, b.z, c.z), fma_x(a.w, b.w, c.w));
 }
 
 // Float weights: dot of unit `u` of the row at `row` with 32 activations starting at `xb`
@@ -153,16 +178,16 @@ fn row_dot(row: u32, xt: u32) -> f32 {
             let pl = vec4<f32>(lane_dot(row, u, xb, 0u), lane_dot(row, u, xb, 1u), lane_dot(row, u, xb, 2u), lane_dot(row, u, xb, 3u));
             let ph = vec4<f32>(lane_dot(row, u, xb, 4u), lane_dot(row, u, xb, 5u), lane_dot(row, u, xb, 6u), lane_dot(row, u, xb, 7u));
             if ((u & 1u) == 0u) {
-                a0l = fma(d, pl, a0l);
-                a0h = fma(d, ph, a0h);
+                a0l = fma_x4(d, pl, a0l);
+                a0h = fma_x4(d, ph, a0h);
                 if (HAS_MIN) {
-                    m0 = fma(ls.y, xs[xi + 1u], m0);
+                    m0 = m0 + keep(ls.y * xs[xi + 1u]); // exact product (two f16s)
                 }
             } else {
-                a1l = fma(d, pl, a1l);
-                a1h = fma(d, ph, a1h);
+                a1l = fma_x4(d, pl, a1l);
+                a1h = fma_x4(d, ph, a1h);
                 if (HAS_MIN) {
-                    m1 = fma(ls.y, xs[xi + 1u], m1);
+                    m1 = m1 + keep(ls.y * xs[xi + 1u]);
                 }
             }
         }
@@ -215,9 +240,9 @@ fn coop_dot(row: u32, xt: u32, lid: u32, lane: u32, in_range: bool) -> f32 {
                 let xb = xt + 32u * u;
                 let ls = lscale(row, u);
                 let xi = 2u * (xb / 32u);
-                acc = fma(ls.x * xs[xi], lane_dot(row, u, xb, l), acc);
+                acc = fma_x(ls.x * xs[xi], lane_dot(row, u, xb, l), acc);
                 if (HAS_MIN) {
-                    m = fma(ls.y, xs[xi + 1u], m);
+                    m = m + keep(ls.y * xs[xi + 1u]);
                 }
             }
         }
@@ -328,13 +353,13 @@ fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgrou
                 let d = vec4<f32>(ls.x * xs[xi]);
                 let pl = vec4<f32>(f32(dot(wq[0], xq(xb))), f32(dot(wq[1], xq(xb + 4u))), f32(dot(wq[2], xq(xb + 8u))), f32(dot(wq[3], xq(xb + 12u))));
                 let ph = vec4<f32>(f32(dot(wq[4], xq(xb + 16u))), f32(dot(wq[5], xq(xb + 20u))), f32(dot(wq[6], xq(xb + 24u))), f32(dot(wq[7], xq(xb + 28u))));
-                acc[4u * t + par] = fma(d, pl, acc[4u * t + par]);
-                acc[4u * t + par + 1u] = fma(d, ph, acc[4u * t + par + 1u]);
+                acc[4u * t + par] = fma_x4(d, pl, acc[4u * t + par]);
+                acc[4u * t + par + 1u] = fma_x4(d, ph, acc[4u * t + par + 1u]);
                 if (HAS_MIN) {
                     if ((u & 1u) == 0u) {
-                        mins[t].x = fma(ls.y, xs[xi + 1u], mins[t].x);
+                        mins[t].x = mins[t].x + keep(ls.y * xs[xi + 1u]);
                     } else {
-                        mins[t].y = fma(ls.y, xs[xi + 1u], mins[t].y);
+                        mins[t].y = mins[t].y + keep(ls.y * xs[xi + 1u]);
                     }
                 }
             }
