@@ -52,7 +52,9 @@ fn run(key: &str) {
         panic!("expected top-k")
     };
     let mut token = ids[0];
-    let compiled = be.pipelines_compiled();
+    // Decode's product kernel differs from prefill's on CPU adapters: it is compiled in the
+    // first decode step, which is not timed; later steps compile nothing.
+    let mut compiled = 0;
     let mut secs = 0.0;
     let mut stats = be.last_step_stats();
     for step in 0..DECODE_STEPS {
@@ -72,7 +74,11 @@ fn run(key: &str) {
                 },
             )
             .unwrap();
-        secs += t.elapsed().as_secs_f64();
+        if step > 0 {
+            secs += t.elapsed().as_secs_f64();
+        } else {
+            compiled = be.pipelines_compiled();
+        }
         let Readback::TopK { ids, values, .. } = &out[0] else {
             panic!("expected top-k")
         };
@@ -101,16 +107,17 @@ fn run(key: &str) {
     assert_eq!(
         be.pipelines_compiled(),
         compiled,
-        "decode steps compile nothing new"
+        "decode steps after the first compile nothing new"
     );
     eprintln!(
         "{key} on {} ({}): {} dispatches, {} copies per decode token; {:.2} tokens/s over \
-         {DECODE_STEPS} steps; prefill of {PROMPT} tokens {:.2} tokens/s",
+         the last {} steps; prefill of {PROMPT} tokens {:.2} tokens/s",
         be.adapter().name,
         be.adapter().backend,
         stats.dispatches,
         stats.copies,
-        DECODE_STEPS as f64 / secs,
+        (DECODE_STEPS - 1) as f64 / secs,
+        DECODE_STEPS - 1,
         PROMPT as f64 / prefill_secs
     );
 }

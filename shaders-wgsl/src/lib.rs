@@ -78,7 +78,10 @@ pub fn with_quant(kernel: &str, ty: &str) -> String {
         "vec2<f32>(0.0)".to_string()
     };
     let (kscale, kdm) = if kind >= 2 {
-        (format!("kscale_{ty}(row, u)"), format!("kdm_{ty}(row, blk)"))
+        (
+            format!("kscale_{ty}(row, u)"),
+            format!("kdm_{ty}(row, blk)"),
+        )
     } else {
         ("vec2<i32>(0)".to_string(), "vec2<f32>(0.0)".to_string())
     };
