@@ -5,8 +5,10 @@
 //!
 //! Tolerances (stated per check): the products must be within 1e-5 of Σ|w·x| of the f64 oracle
 //! (i.e. f32 rounding only) and within 1e-2 of Σ|w·x| of the CPU backend (which may quantize
-//! activations, as llama.cpp does); other ops within a few f32 ulps of the CPU, f16 attention
-//! within one f16 rounding step, GELU bit-identical (both read the same f16 table).
+//! activations, as llama.cpp does), and bit-identical to the CPU for quantized weights where
+//! the CPU runs the kernels whose order the GPU follows (`mirrors_cpu_order`); RMSNorm and
+//! GELU bit-identical; other ops within a few f32 ulps of the CPU, f16 attention within one
+//! f16 rounding step.
 
 mod wgpu_support;
 
@@ -141,6 +143,23 @@ fn q8_1_sum_correction(w: &TensorSpec, r: usize, image: &[f32], raw: &[f32]) -> 
     c
 }
 
+/// Whether the GPU product follows the CPU backend's float order for `ty` on this machine, so
+/// the two must agree bit for bit (matmul.wgsl): the K-quants always (their scalar and AVX2
+/// kernels agree), the 32-element types where the CPU runs its AVX2 kernels.
+fn mirrors_cpu_order(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    let simd = weft_core::quant::dot::has_simd_kernel(ty)
+        && !matches!(
+            std::env::var("WEFT_DOT_KERNELS").as_deref(),
+            Ok("scalar") | Ok("f32")
+        );
+    match ty {
+        Q4_K | Q5_K | Q6_K => std::env::var("WEFT_DOT_KERNELS").as_deref() != Ok("f32"),
+        Q4_0 | Q4_1 | Q5_0 | Q8_0 => simd,
+        _ => false,
+    }
+}
+
 /// Checks a `rows × cols` product of `w` with `x` (n × cols) against f64 (on the activations'
 /// partner-type image, as both backends quantize them) and the CPU.
 fn check_product(what: &str, w: &TensorSpec, x: &[f32], n: usize, gpu: &[f32], cpu: &[f32]) {
@@ -157,6 +176,13 @@ fn check_product(what: &str, w: &TensorSpec, x: &[f32], n: usize, gpu: &[f32], c
             }
             exact += q8_1_sum_correction(w, r, &x[t * w.cols..(t + 1) * w.cols], raw[t]);
             let (g, cp) = (gpu[t * w.rows + r] as f64, cpu[t * w.rows + r] as f64);
+            if mirrors_cpu_order(w.ty) {
+                assert_eq!(
+                    g.to_bits(),
+                    cp.to_bits(),
+                    "{what}: token {t} row {r}: gpu {g}, cpu {cp}: not bit-identical"
+                );
+            }
             assert!(
                 (g - exact).abs() <= 1e-5 * mass + 1e-6,
                 "{what}: token {t} row {r}: gpu {g}, exact {exact} (mass {mass})"
@@ -313,9 +339,10 @@ fn norms_rope_and_elementwise_match() {
     let x = g.embed(xw, 1.5);
     let y = g.embed(yw, 1.0);
     let mut outs = vec![
-        ("rms_norm", g.rms_norm(x, Some(nw), 1e-6, cols), 1e-5),
-        ("rms_norm per head", g.rms_norm(x, Some(hw), 1e-5, hd), 1e-5),
-        ("rms_norm no weight", g.rms_norm(x, None, 1e-6, cols), 1e-5),
+        // RMSNorm follows the CPU's f64 sum and correctly rounded sqrt and division.
+        ("rms_norm", g.rms_norm(x, Some(nw), 1e-6, cols), 0.0),
+        ("rms_norm per head", g.rms_norm(x, Some(hw), 1e-5, hd), 0.0),
+        ("rms_norm no weight", g.rms_norm(x, None, 1e-6, cols), 0.0),
         (
             "layer_norm",
             g.layer_norm(x, Some(nw), Some(bw), 1e-5),
@@ -365,6 +392,50 @@ fn norms_rope_and_elementwise_match() {
         }
     }
     assert_eq!(p.gpu.last_step_stats().dispatches, 2 + outs.len());
+}
+
+/// RMSNorm over values spanning many binades (and a massive one, as Gemma 3's residual
+/// stream holds), group sizes of the reference models: bit-identical to the CPU backend.
+#[test]
+fn rms_norm_is_bit_identical_over_wide_ranges() {
+    let mut rng = Rng::new(11);
+    let n_in = 6;
+    for cols in [640usize, 576, 896, 1152] {
+        let mut xs = Vec::with_capacity(cols * n_in);
+        for i in 0..cols * n_in {
+            let e = (rng.next_u64() % 40) as i32 - 30;
+            let mut v = rng.f32() * 2f32.powi(e);
+            if i % 397 == 5 {
+                v = 275.0 + rng.f32();
+            }
+            xs.push(v);
+        }
+        let tensors = [
+            f32_tensor("x", cols, n_in, &xs),
+            f32_tensor("nw", cols, 1, &rng.vec(cols, 2.0)),
+        ];
+        let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+            return;
+        };
+        let [xw, nw] = ["x", "nw"].map(|n| p.load(n));
+        let tokens: Vec<u32> = (0..n_in as u32).collect();
+        let mut g = Graph::new(n_in);
+        let x = g.embed(xw, 1.0);
+        let a = g.rms_norm(x, Some(nw), 1e-6, cols);
+        let b = g.rms_norm(x, None, 1e-5, 64);
+        g.output(a);
+        g.output(b);
+        let (pos, seqs) = seq_positions(n_in);
+        for (k, (gpu, cpu)) in p.run(&g, &tokens, &pos, &seqs).iter().enumerate() {
+            for (i, (a, b)) in gpu.iter().zip(cpu).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "cols {cols} output {k} element {i}: gpu {a}, cpu {b}"
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -1,11 +1,13 @@
 //! End to end on the wgpu backend: the three reference models give llama.cpp's greedy tokens,
-//! by the rule of the CPU backend's `reference_forward.rs` with a wider logit allowance
-//! (below). Software Vulkan is slow, so each model runs at most 16 decode steps.
+//! by the rule of the CPU backend's `reference_forward.rs` (same bounds), and the same tokens
+//! as the CPU backend at every compared step. Software Vulkan is slow, so each model runs at
+//! most 16 decode steps.
 
 mod wgpu_support;
 
 use std::sync::Arc;
 
+use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::KvDtype;
 use weft_core::engine::{Engine, EngineConfig};
@@ -16,18 +18,15 @@ use weft_core::test_support::{model_path, reference};
 // The rule of `reference_forward.rs` (CPU backend), i.e. the reference README's: compare up
 // to the first step whose reference margin is below 0.3; same greedy token; every reference
 // top-5 logit within 1.0 of ours (raw); the top-5 ids agree as sets, except that a reference
-// id may be missing when our logit for it is within 0.4 of our 5th. Those strict bounds are
-// checked and every excess is printed; the assertions allow raw logits within 1.5 and a
-// boundary near-tie of 0.5, because (measured) the GPU's f32 sums differ from the CPU's in
-// the last bit, and where an activation block holds a massive value (Gemma 3's residual
-// stream: ~275) one such bit flips one 8-bit quant of that block, which moves every output
-// of the next product by 0.05-0.4 (Gemma 3 layer 0 attn_q, prompt 0 token 14); the logits
-// of the two backends then differ by 0.5-1.0, as the CPU's differ from llama.cpp's.
+// id may be missing when our logit for it is within 0.4 of our 5th. The same bounds as the
+// CPU backend's: the kernels that feed 8-bit activation quantization follow the CPU's
+// arithmetic bit for bit (see the wgpu backend's module documentation), so the two backends'
+// logits agree to the last bit on Gemma 3 and Qwen2.5 and within about 1.0 on SmolLM2, where
+// RoPE's sin/cos (correctly rounded on the GPU, glibc's on the CPU: they differ on ~0.5% of
+// angles) flip a few f16-rounded keys. Measured: docs/benchmarks.md.
 const MIN_MARGIN: f64 = 0.3;
 const LOGIT_TOLERANCE: f64 = 1.0;
 const BOUNDARY_TIE: f64 = 0.4;
-const GPU_LOGIT_TOLERANCE: f64 = 1.5;
-const GPU_BOUNDARY_TIE: f64 = 0.5;
 const MAX_STEPS: usize = 16;
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
@@ -57,34 +56,22 @@ fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits
     for (id, l) in &top5 {
         let got = logits[*id as usize] as f64;
         if !mine.iter().any(|p| p.0 == *id) {
-            let gap = fifth - got;
-            if gap > BOUNDARY_TIE {
-                eprintln!("{here}: strict rule: reference top-5 id {id} is {gap:.3} below our 5th");
-            }
             assert!(
-                gap <= GPU_BOUNDARY_TIE,
-                "{here}: reference top-5 id {id} is not in mine"
+                fifth - got <= BOUNDARY_TIE,
+                "{here}: reference top-5 id {id} is not in mine ({:.3} below our 5th)",
+                fifth - got
             );
         }
-        if (got - l).abs() > LOGIT_TOLERANCE {
-            eprintln!("{here}: strict rule: logit of {id} is {got:.3}, reference {l}");
-        }
         assert!(
-            (got - l).abs() <= GPU_LOGIT_TOLERANCE,
+            (got - l).abs() <= LOGIT_TOLERANCE,
             "{here}: logit of {id} is {got}, reference {l}"
         );
     }
     true
 }
 
-fn run_model(key: &str) {
-    let (Some(path), Some(reference)) = (model_path(key), reference(key)) else {
-        return;
-    };
-    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else {
-        return;
-    };
-    let file = Arc::new(ModelFile::open(&path).unwrap());
+fn engine(key: &str, backend: Box<dyn weft_core::backend::Backend>) -> Engine {
+    let file = Arc::new(ModelFile::open(model_path(key).unwrap()).unwrap());
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: 256,
@@ -93,26 +80,65 @@ fn run_model(key: &str) {
         },
         max_batch: 64,
     };
-    let mut engine = Engine::load(file, Box::new(backend), cfg, &mut |_, _| {}).unwrap();
-    let seq = engine.new_sequence().unwrap();
+    Engine::load(file, backend, cfg, &mut |_, _| {}).unwrap()
+}
+
+/// Runs the reference cases on wgpu, and the same steps on the CPU backend: the two must pick
+/// the same greedy token at every compared step; the largest logit difference between them
+/// is printed (a figure for docs/benchmarks.md).
+fn run_model(key: &str) {
+    let (Some(_), Some(reference)) = (model_path(key), reference(key)) else {
+        return;
+    };
+    let Some(backend) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
+    let mut gpu = engine(key, Box::new(backend));
+    let mut cpu = engine(key, Box::new(CpuBackend::new(2)));
+    let (gs, cs) = (gpu.new_sequence().unwrap(), cpu.new_sequence().unwrap());
     let mut compared = 0;
+    let mut worst_cpu = 0f32;
     'cases: for (ci, case) in reference["cases"].as_array().unwrap().iter().enumerate() {
-        engine.truncate(seq, 0).unwrap();
-        let mut logits = engine.prefill(seq, &ids(&case["prompt_ids"])).unwrap();
+        gpu.truncate(gs, 0).unwrap();
+        cpu.truncate(cs, 0).unwrap();
+        let prompt = ids(&case["prompt_ids"]);
+        let mut logits = gpu.prefill(gs, &prompt).unwrap();
+        let mut cpu_logits = cpu.prefill(cs, &prompt).unwrap();
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
+            let diff = logits
+                .iter()
+                .zip(&cpu_logits)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            worst_cpu = worst_cpu.max(diff);
+            if diff > 0.0 {
+                eprintln!("{key} case {ci} step {i}: max |logit difference| to the CPU {diff}");
+            }
             if !check_step(key, ci, i, step, &logits) {
                 break;
             }
+            let (mine, theirs) = (
+                weft_core::backend::top_k_host(&logits, 1)[0].0,
+                weft_core::backend::top_k_host(&cpu_logits, 1)[0].0,
+            );
+            assert_eq!(
+                mine, theirs,
+                "{key} case {ci} step {i}: wgpu and CPU pick different tokens (max |logit \
+                 difference| {diff})"
+            );
             compared += 1;
             if compared >= MAX_STEPS {
                 break 'cases;
             }
-            logits = engine
-                .decode(seq, step["token"].as_u64().unwrap() as u32)
-                .unwrap();
+            let tok = step["token"].as_u64().unwrap() as u32;
+            logits = gpu.decode(gs, tok).unwrap();
+            cpu_logits = cpu.decode(cs, tok).unwrap();
         }
     }
-    eprintln!("{key} on wgpu: {compared} steps compared");
+    eprintln!(
+        "{key} on wgpu: {compared} steps compared, max |logit difference| to the CPU backend \
+         {worst_cpu:.4}"
+    );
     assert!(
         compared >= 8,
         "{key}: too few comparable steps ({compared})"

@@ -22,7 +22,12 @@ pub const KV: &str = include_str!("../wgsl/kv.wgsl");
 pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
 /// Activation quantization (entry points `q8_0`, `q8_k`) before quantized products.
 pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
-/// An accurate `exp_acc` (appended to `ATTENTION`, `SOFTMAX` and `ELEMENTWISE`).
+/// Correctly rounded division, square root and f64 sums from integer operations (appended to
+/// `NORM`, `ACTQUANT` and the type-generic kernels).
+pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
+/// Accurate `exp_acc` and correctly rounded `exp_cr` (appended to `ATTENTION`, `SOFTMAX` and
+/// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs), and correctly rounded
+/// `sincos_cr` (for `ROPE`).
 pub const MATH: &str = include_str!("../wgsl/math.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
@@ -38,20 +43,65 @@ pub const QUANT_TYPES: &[&str] = &[
 /// `min_<type>` returns (the product adds it times the activation block's sum).
 pub const TYPES_WITH_MIN: &[&str] = &["q4_1"];
 
-/// `kernel` (which declares `w` and calls `scales`/`quad`/`min_of`) completed for weights of
-/// type `ty` (one of [`QUANT_TYPES`]). An element's value is `quad(..)[i] + min_of(sc)`.
+/// How `matmul.wgsl` forms products with weights of type `ty`: 0 float weights with f32
+/// activations, 1 32-element blocks, 2 K blocks with a minimum, 3 Q6_K (integer dots with
+/// quantized activations, in the CPU backend's arithmetic).
+pub fn quant_kind(ty: &str) -> u32 {
+    match ty {
+        "q4_0" | "q4_1" | "q5_0" | "q8_0" => 1,
+        "q4_k" | "q5_k" => 2,
+        "q6_k" => 3,
+        _ => 0,
+    }
+}
+
+/// `kernel` (which declares `w` and calls `scales`/`quad`/`min_of`, or the integer forms
+/// `iquad`/`lscale`/`kscale`/`kdm` with `QKIND` and `HAS_MIN`) completed for weights of type
+/// `ty` (one of [`QUANT_TYPES`]). An element's value is `quad(..)[i] + min_of(sc)`.
 pub fn with_quant(kernel: &str, ty: &str) -> String {
-    let min = if TYPES_WITH_MIN.contains(&ty) {
+    let has_min = TYPES_WITH_MIN.contains(&ty);
+    let min = if has_min {
         format!("min_{ty}(sc)")
     } else {
         "0.0".to_string()
     };
+    let kind = quant_kind(ty);
+    // Integer forms the type lacks are zero stubs (never called: QKIND rules them out).
+    let iquad = if kind != 0 {
+        format!("iquad_{ty}(row, u, q)")
+    } else {
+        "vec4<i32>(0)".to_string()
+    };
+    let lscale = if kind == 1 {
+        format!("lscale_{ty}(row, u)")
+    } else {
+        "vec2<f32>(0.0)".to_string()
+    };
+    let (kscale, kdm) = if kind >= 2 {
+        (
+            format!("kscale_{ty}(row, u)"),
+            format!("kdm_{ty}(row, blk)"),
+        )
+    } else {
+        ("vec2<i32>(0)".to_string(), "vec2<f32>(0.0)".to_string())
+    };
     format!(
-        "{kernel}\n{QUANT}\n\
+        "{kernel}\n{QUANT}\n{EXACT}\n\
+         const QKIND: u32 = {kind}u;\n\
+         const HAS_MIN: bool = {has_min};\n\
          fn scales(row: u32, u: u32) -> vec2<f32> {{\n    return scales_{ty}(row, u);\n}}\n\
          fn quad(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {{\n    return quad_{ty}(row, u, q, sc);\n}}\n\
-         fn min_of(sc: vec2<f32>) -> f32 {{\n    return {min};\n}}\n"
+         fn min_of(sc: vec2<f32>) -> f32 {{\n    return {min};\n}}\n\
+         fn iquad(row: u32, u: u32, q: u32) -> vec4<i32> {{\n    return {iquad};\n}}\n\
+         fn lscale(row: u32, u: u32) -> vec2<f32> {{\n    return {lscale};\n}}\n\
+         fn kscale(row: u32, u: u32) -> vec2<i32> {{\n    return {kscale};\n}}\n\
+         fn kdm(row: u32, blk: u32) -> vec2<f32> {{\n    return {kdm};\n}}\n"
     )
+}
+
+/// `kernel` with the correctly rounded integer arithmetic of `exact.wgsl` appended.
+pub fn with_exact(kernel: &str) -> String {
+    format!("{kernel}\n{EXACT}")
 }
 
 /// `kernel` with the accurate math functions of `math.wgsl` appended.
@@ -68,13 +118,13 @@ pub fn all_modules() -> Vec<(String, String)> {
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
     for (name, src) in [
-        ("elementwise", with_math(ELEMENTWISE)),
-        ("norm", NORM.to_string()),
-        ("rope", ROPE.to_string()),
+        ("elementwise", with_exact(&with_math(ELEMENTWISE))),
+        ("norm", with_exact(NORM)),
+        ("rope", with_exact(&with_math(ROPE))),
         ("kv", KV.to_string()),
-        ("attention", with_math(ATTENTION)),
+        ("attention", with_exact(&with_math(ATTENTION))),
         ("softmax", with_math(SOFTMAX)),
-        ("actquant", ACTQUANT.to_string()),
+        ("actquant", with_exact(ACTQUANT)),
         ("topk", TOPK.to_string()),
     ] {
         v.push((name.to_string(), src));

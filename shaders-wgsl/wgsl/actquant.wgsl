@@ -1,10 +1,12 @@
 // Activation quantization, as the CPU backend (and llama.cpp) quantize activations before a
-// product with quantized weights: x is replaced by its quantize-then-dequantize image x̂, so
-// the f32 product with dequantized weights equals the integer dot product up to f32 rounding.
-// One invocation per block; no barriers. Rounding as llama.cpp's CPU backend (and ours):
-// inverse scale id = 127/amax, q = round-half-to-even(x·id) (WGSL's round()), clamped to ±127;
+// product with quantized weights. One invocation per block; no barriers. Rounding as
+// llama.cpp's CPU backend (and ours): inverse scale id = 127/amax, q = round-half-to-even(x·id)
+// (WGSL's round()), clamped to ±127;
 //   q8_0: blocks of 32, d = amax/127 stored as f16  (Q8_0 and Q8_1)
 //   q8_k: blocks of 256, d = 1/id in f32
+// The divisions are correctly rounded (exact.wgsl), as on the CPU: an ulp of id moves quants.
+// Output: the integer quants (as f32) and, per 32 elements, (d, f16(d·Σq)) — the scale and
+// the sum Q8_1 stores; matmul.wgsl forms the integer block dot products from them.
 
 struct Params {
     n_blocks: u32,
@@ -15,8 +17,9 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> y: array<f32>;
-// Per 32 elements: f16(d · Σq) with d = amax/127 unrounded, the sum Q8_1 stores (Q4_1
-// products use it for their minimum term). Every entry writes it, so all share one layout.
+// Per 32 elements: the block's scale (f16-rounded for q8_0, the f32 1/id for q8_k) and
+// f16(d · Σq) with d = amax/127 unrounded, the sum Q8_1 stores (Q4_1 products use it for
+// their minimum term). Every entry writes both, so all share one layout.
 @group(0) @binding(2) var<storage, read_write> sums: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
@@ -27,24 +30,31 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
         amax = max(amax, abs(x[base + j]));
     }
     var id = 0.0;
-    if (amax != 0.0) {
+    var d = 0.0;
+    if (amax >= 1.17549435e-38) {
+        id = div_rn(127.0, amax);
+        d = div_rn(amax, 127.0);
+    } else if (amax != 0.0) {
+        // Subnormal (never in practice): outside div_rn's range.
         id = 127.0 / amax;
+        d = amax / 127.0;
     }
-    let d = amax / 127.0;
     var ds: f32;
     if (f16_scale) {
         ds = unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x;
     } else {
-        ds = select(0.0, 1.0 / id, amax != 0.0);
+        ds = select(0.0, div_rn(1.0, id), amax != 0.0);
     }
     for (var g = 0u; g < n / 32u; g++) {
         var qsum = 0.0;
         for (var j = base + 32u * g; j < base + 32u * (g + 1u); j++) {
             let q = clamp(round(x[j] * id), -127.0, 127.0);
             qsum += q;
-            y[j] = q * ds;
+            y[j] = q;
         }
-        sums[base / 32u + g] = unpack2x16float(pack2x16float(vec2<f32>(d * qsum, 0.0))).x;
+        let u = base / 32u + g;
+        sums[2u * u] = ds;
+        sums[2u * u + 1u] = unpack2x16float(pack2x16float(vec2<f32>(d * qsum, 0.0))).x;
     }
 }
 

@@ -2,12 +2,14 @@
 // (query row, query head); query heads share key/value heads in groups (GQA). A row at
 // position `pos` of sequence `seq` attends to cached positions max(0, pos + 1 - window) ..= pos.
 //
-// Pass 1: each invocation scores a strided subset of the keys and keeps a running
-// (max, sum of exp) pair; the pairs are merged across the workgroup, giving the softmax
-// normaliser exactly. Pass 2 walks the keys in tiles of WG: each invocation scores one key of
-// the tile into workgroup memory as its final weight, then every invocation accumulates its
-// own output dimensions over the tile. With an f16 cache, queries and weights are rounded to
-// f16 first, as the CPU backend (and llama.cpp) multiply in the cache's type.
+// The arithmetic is the CPU backend's (backend/cpu/attention.rs), so that both give the same
+// bits as far as `exp` allows: scores in `simd::dot`'s order; the softmax max, then exps
+// summed in f64 in key order (exact.wgsl) and the normaliser rounded from f64; then each
+// invocation accumulates its own output dimensions key after key. Scores are computed in
+// parallel (three times: max, sum, weights) and combined in workgroup memory, tile by tile.
+// With an f16 cache, queries and weights are rounded to f16 first, as the CPU backend (and
+// llama.cpp) multiply in the cache's type. `keep` hides a product from the compiler, so it is
+// not fused with the following addition (the CPU rounds both).
 // Entry points: attn_f16 (cache of packed f16 pairs) and attn_f32 (f32 bit patterns).
 
 const WG: u32 = 64u;
@@ -24,7 +26,7 @@ struct Params {
     scale: f32,
     n_tok: u32,
     groups_x: u32,
-    _pad0: u32,
+    zero: u32,      // 0, unknown to the compiler (see `keep`)
     _pad1: u32,
     _pad2: u32,
 }
@@ -40,7 +42,7 @@ struct Params {
 var<workgroup> qh: array<f32, 256>;
 var<workgroup> wts: array<f32, 64>;
 var<workgroup> red_m: array<f32, 64>;
-var<workgroup> red_s: array<f32, 64>;
+var<workgroup> inv_shared: f32;
 
 fn to_f16(v: f32) -> f32 {
     return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
@@ -67,12 +69,50 @@ fn load(half_kv: bool, buf_is_k: bool, idx: u32) -> f32 {
     return bitcast<f32>(vc[idx]);
 }
 
+fn qk4(half_kv: bool, key_base: u32, d: u32) -> vec4<f32> {
+    let k = vec4<f32>(load(half_kv, true, key_base + d), load(half_kv, true, key_base + d + 1u), load(half_kv, true, key_base + d + 2u), load(half_kv, true, key_base + d + 3u));
+    return keep4(vec4<f32>(qh[d], qh[d + 1u], qh[d + 2u], qh[d + 3u]) * k);
+}
+
+// q·k times the scale, in the CPU backend's order (`simd::dot`): 16 lane sums over chunks of
+// 16, a sequential tail, the lanes added in order, then the tail.
 fn score(half_kv: bool, key_base: u32) -> f32 {
-    var s = 0.0;
-    for (var d = 0u; d < p.hk; d++) {
-        s += qh[d] * load(half_kv, true, key_base + d);
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    let full = p.hk / 16u * 16u;
+    for (var d = 0u; d < full; d += 16u) {
+        a0 += qk4(half_kv, key_base, d);
+        a1 += qk4(half_kv, key_base, d + 4u);
+        a2 += qk4(half_kv, key_base, d + 8u);
+        a3 += qk4(half_kv, key_base, d + 12u);
     }
-    return s * p.scale;
+    var tail = 0.0;
+    for (var d = full; d < p.hk; d++) {
+        tail += keep(qh[d] * load(half_kv, true, key_base + d));
+    }
+    var s = a0.x;
+    s += a0.y;
+    s += a0.z;
+    s += a0.w;
+    s += a1.x;
+    s += a1.y;
+    s += a1.z;
+    s += a1.w;
+    s += a2.x;
+    s += a2.y;
+    s += a2.z;
+    s += a2.w;
+    s += a3.x;
+    s += a3.y;
+    s += a3.z;
+    s += a3.w;
+    return keep((s + tail) * p.scale);
+}
+
+fn slot_of(seq: u32, lo: u32, j: u32) -> u32 {
+    return seq * p.capacity + (lo + j) % p.capacity;
 }
 
 fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
@@ -92,6 +132,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
     let n = pos + 1u - lo;
     let wk = p.n_kv_head * p.hk;
     let wv = p.n_kv_head * p.hv;
+    let kb = kvh * p.hk;
 
     for (var d = lid; d < p.hk; d += WG) {
         var v = q[(row * p.n_head + h) * p.hk + d];
@@ -102,40 +143,50 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
     }
     workgroupBarrier();
 
-    // Pass 1: softmax max and normaliser.
+    // The softmax as the CPU backend forms it: the max (any order), exp of each score minus
+    // it, those summed in f64 in key order, the normaliser (1/sum) rounded from f64.
     var m = -3.0e38;
-    var sum = 0.0;
     for (var j = lid; j < n; j += WG) {
-        let slot = seq * p.capacity + (lo + j) % p.capacity;
-        let s = score(half_kv, slot * wk + kvh * p.hk);
-        let m2 = max(m, s);
-        sum = sum * exp_acc(m - m2) + exp_acc(s - m2);
-        m = m2;
+        m = max(m, score(half_kv, slot_of(seq, lo, j) * wk + kb));
     }
     red_m[lid] = m;
-    red_s[lid] = sum;
     workgroupBarrier();
     for (var st = WG / 2u; st > 0u; st >>= 1u) {
         if (lid < st) {
-            let ma = red_m[lid];
-            let mb = red_m[lid + st];
-            let mm = max(ma, mb);
-            red_s[lid] = red_s[lid] * exp_acc(ma - mm) + red_s[lid + st] * exp_acc(mb - mm);
-            red_m[lid] = mm;
+            red_m[lid] = max(red_m[lid], red_m[lid + st]);
         }
         workgroupBarrier();
     }
     let gmax = red_m[0];
-    let inv = 1.0 / red_s[0];
+    var sum = F64(0u, 0u, 0);
+    for (var t0 = 0u; t0 < n; t0 += WG) {
+        let j = t0 + lid;
+        var e = 0.0;
+        if (j < n) {
+            e = exp_cr(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax);
+        }
+        wts[lid] = e;
+        workgroupBarrier();
+        if (lid == 0u) {
+            for (var jj = 0u; jj < min(WG, n - t0); jj++) {
+                sum = f64_add(sum, f64_from_f32(wts[jj]));
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u) {
+        inv_shared = f64_recip_to_f32(sum);
+    }
+    workgroupBarrier();
+    let inv = inv_shared;
 
-    // Pass 2: weighted sum of values.
+    // Weighted sum of values, key after key (the CPU's axpy: product, then sum).
     var acc: array<f32, 4>;
     for (var t0 = 0u; t0 < n; t0 += WG) {
         let j = t0 + lid;
         var wgt = 0.0;
         if (j < n) {
-            let slot = seq * p.capacity + (lo + j) % p.capacity;
-            wgt = exp_acc(score(half_kv, slot * wk + kvh * p.hk) - gmax) * inv;
+            wgt = exp_cr(score(half_kv, slot_of(seq, lo, j) * wk + kb) - gmax) * inv;
             if (half_kv) {
                 wgt = to_f16(wgt);
             }
@@ -144,13 +195,12 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
         workgroupBarrier();
         let tn = min(WG, n - t0);
         for (var jj = 0u; jj < tn; jj++) {
-            let slot = seq * p.capacity + (lo + t0 + jj) % p.capacity;
-            let vb = slot * wv + kvh * p.hv;
+            let vb = slot_of(seq, lo, t0 + jj) * wv + kvh * p.hv;
             let wj = wts[jj];
             for (var i = 0u; i < PER_INV; i++) {
                 let d = lid + i * WG;
                 if (d < p.hv) {
-                    acc[i] += wj * load(half_kv, false, vb + d);
+                    acc[i] += keep(wj * load(half_kv, false, vb + d));
                 }
             }
         }

@@ -10,7 +10,7 @@ struct Params {
     s: f32,
     cols: u32,
     stride_y: u32, // invocations per y step (workgroups along x · 256)
-    _pad0: u32,
+    zero: u32,     // 0, unknown to the compiler (see `keep` in math.wgsl)
     _pad1: u32,
     _pad2: u32,
 }
@@ -36,8 +36,16 @@ fn gelu(v: f32) -> f32 {
     return gelu_table[pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu];
 }
 
+// SiLU as the CPU backend computes it, x / (1 + exp(-x)), with a correctly rounded exp and
+// division: its output is quantized for the next product (SwiGLU models' ffn_down).
 fn silu(v: f32) -> f32 {
-    return v / (1.0 + exp_acc(-v));
+    let den = 1.0 + exp_cr(-v);
+    let a = abs(v);
+    if (a >= 1.0e-30 && den < 3.0e38) {
+        let q = div_rn(a, den);
+        return select(q, -q, v < 0.0);
+    }
+    return v / den;
 }
 
 @compute @workgroup_size(256)

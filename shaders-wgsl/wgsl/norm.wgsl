@@ -22,6 +22,7 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 
 var<workgroup> red: array<f32, 256>;
+var<workgroup> shared_scale: f32;
 
 fn reduce_sum(v: f32, lid: u32) -> f32 {
     red[lid] = v;
@@ -55,13 +56,24 @@ fn rms_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         return; // uniform across the workgroup
     }
     let base = g * p.group;
-    var ss = 0.0;
-    for (var j = lid; j < p.group; j += WG) {
-        let v = x[base + j];
-        ss += v * v;
+    // The CPU backend's arithmetic bit for bit (see exact.wgsl): squares summed in f64 in
+    // element order, the mean rounded to f32, then a correctly rounded sqrt and reciprocal.
+    // The output feeds 8-bit activation quantization, where one ulp can move a quant. The sum
+    // is sequential, so one invocation forms it.
+    if (lid == 0u) {
+        var ss = F64(0u, 0u, 0);
+        for (var j = 0u; j < p.group; j++) {
+            ss = f64_add(ss, f64_square(x[base + j]));
+        }
+        let v = f64_div_to_f32(ss, p.group) + p.eps;
+        if (v > 0.0) {
+            shared_scale = div_rn(1.0, sqrt_rn(v));
+        } else {
+            shared_scale = 1.0 / sqrt(v);
+        }
     }
-    let total = reduce_sum(ss, lid);
-    let scale = 1.0 / sqrt(total / f32(p.group) + p.eps);
+    workgroupBarrier();
+    let scale = shared_scale;
     for (var j = lid; j < p.group; j += WG) {
         write_out(base, j, x[base + j] * scale);
     }

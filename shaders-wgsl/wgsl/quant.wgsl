@@ -180,3 +180,105 @@ fn quad_q6_k(row: u32, u: u32, q: u32, sc: vec2<f32>) -> vec4<f32> {
     let v = vec4<f32>(vec4<i32>(nibbles(lw, 4u * (s >> 1u)) | (hi << vec4<u32>(4u))) - vec4<i32>(32));
     return select(sc.y, sc.x, q < 4u) * v;
 }
+
+// Integer forms, for products with quantized activations that follow the CPU backend's
+// arithmetic exactly (matmul.wgsl): `iquad_<type>` gives the integer quants of elements
+// 4q .. 4q + 3 of unit `u` (offsets applied: q - 8, q - 16, q - 32; Q4_1, Q4_K and Q5_K are
+// unsigned, their minimum handled apart), `lscale_<type>` a 32-element block's (d, m),
+// `kscale_<type>` a K sub-block's integer (scale, min) — for Q6_K the scales of the unit's two
+// halves — and `kdm_<type>` a K block's (d, dmin).
+
+fn sbytes_i(word: u32) -> vec4<i32> {
+    let v = vec4<i32>(bitcast<i32>(word << 24u), bitcast<i32>(word << 16u), bitcast<i32>(word << 8u), bitcast<i32>(word));
+    return v >> vec4<u32>(24u);
+}
+
+fn iquad_q4_0(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let word = wu32(row + 18u * u + 2u + 4u * (q & 3u));
+    return vec4<i32>(nibbles(word, 4u * (q >> 2u))) - vec4<i32>(8);
+}
+
+fn lscale_q4_0(row: u32, u: u32) -> vec2<f32> {
+    return vec2<f32>(wf16(row + 18u * u), 0.0);
+}
+
+fn iquad_q4_1(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let word = wu32(row + 20u * u + 4u + 4u * (q & 3u));
+    return vec4<i32>(nibbles(word, 4u * (q >> 2u)));
+}
+
+fn lscale_q4_1(row: u32, u: u32) -> vec2<f32> {
+    return scales_q4_1(row, u);
+}
+
+fn iquad_q5_0(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let b = row + 22u * u;
+    let word = wu32(b + 6u + 4u * (q & 3u));
+    let qh = wu32(b + 2u);
+    let hi = (vec4<u32>(qh) >> (vec4<u32>(0u, 1u, 2u, 3u) + 4u * q)) & vec4<u32>(1u);
+    return vec4<i32>(nibbles(word, 4u * (q >> 2u)) | (hi << vec4<u32>(4u))) - vec4<i32>(16);
+}
+
+fn lscale_q5_0(row: u32, u: u32) -> vec2<f32> {
+    return vec2<f32>(wf16(row + 22u * u), 0.0);
+}
+
+fn iquad_q8_0(row: u32, u: u32, q: u32) -> vec4<i32> {
+    return sbytes_i(wu32(row + 34u * u + 2u + 4u * q));
+}
+
+fn lscale_q8_0(row: u32, u: u32) -> vec2<f32> {
+    return vec2<f32>(wf16(row + 34u * u), 0.0);
+}
+
+fn iquad_q4_k(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let sub = u & 7u;
+    let word = wu32(row + 144u * (u >> 3u) + 16u + 32u * (sub >> 1u) + 4u * q);
+    return vec4<i32>(nibbles(word, 4u * (sub & 1u)));
+}
+
+fn kscale_q4_k(row: u32, u: u32) -> vec2<i32> {
+    return vec2<i32>(scale_min_k4(row + 144u * (u >> 3u) + 4u, u & 7u));
+}
+
+fn kdm_q4_k(row: u32, blk: u32) -> vec2<f32> {
+    let b = row + 144u * blk;
+    return vec2<f32>(wf16(b), wf16(b + 2u));
+}
+
+fn iquad_q5_k(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let sub = u & 7u;
+    let b = row + 176u * (u >> 3u);
+    let word = wu32(b + 48u + 32u * (sub >> 1u) + 4u * q);
+    let h = wu32(b + 16u + 4u * q);
+    return vec4<i32>(nibbles(word, 4u * (sub & 1u)) | (bits(h, sub) << vec4<u32>(4u)));
+}
+
+fn kscale_q5_k(row: u32, u: u32) -> vec2<i32> {
+    return vec2<i32>(scale_min_k4(row + 176u * (u >> 3u) + 4u, u & 7u));
+}
+
+fn kdm_q5_k(row: u32, blk: u32) -> vec2<f32> {
+    let b = row + 176u * blk;
+    return vec2<f32>(wf16(b), wf16(b + 2u));
+}
+
+fn iquad_q6_k(row: u32, u: u32, q: u32) -> vec4<i32> {
+    let b = row + 210u * (u >> 3u);
+    let h = (u >> 2u) & 1u;
+    let s = u & 3u;
+    let lw = wu32(b + 64u * h + 32u * (s & 1u) + 4u * q);
+    let hw = wu32(b + 128u + 32u * h + 4u * q);
+    let hi = (vec4<u32>(hw) >> (vec4<u32>(0u, 8u, 16u, 24u) + 2u * s)) & vec4<u32>(3u);
+    return vec4<i32>(nibbles(lw, 4u * (s >> 1u)) | (hi << vec4<u32>(4u))) - vec4<i32>(32);
+}
+
+fn kscale_q6_k(row: u32, u: u32) -> vec2<i32> {
+    let b = row + 210u * (u >> 3u);
+    let sc = wu32(b + 192u + 8u * ((u >> 2u) & 1u) + 2u * (u & 3u));
+    return sbytes_i(sc).xy;
+}
+
+fn kdm_q6_k(row: u32, blk: u32) -> vec2<f32> {
+    return vec2<f32>(wf16(row + 210u * blk + 208u), 0.0);
+}

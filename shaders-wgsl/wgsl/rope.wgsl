@@ -4,10 +4,11 @@
 //
 // The angle is formed as llama.cpp (and the CPU backend) form it, in f32: start at the
 // position, multiply by step = base^(-2/n_rot) once per pair (i times), then divide by the
-// pair's frequency factor (1 when the model has none). `step` is computed on the host with the
-// CPU backend's expression, so both backends rotate by the same f32 angle. The angle is reduced
-// modulo 2π in two steps (Cody–Waite) before cos/sin, which keeps GPU cos/sin accurate at long
-// positions.
+// pair's frequency factor (1 when the model has none; correctly rounded). `step` is computed on
+// the host with the CPU backend's expression, so both backends rotate by the same f32 angle.
+// sin and cos are correctly rounded (math.wgsl's `sincos_cr`), and the rotation's products
+// are kept apart from its sums (`keep`), as the CPU rounds them: rotated keys and queries are
+// rounded to f16 for attention, where one ulp can flip a value.
 
 struct Params {
     n: u32,
@@ -17,7 +18,7 @@ struct Params {
     neox: u32,
     stride_y: u32,
     step: f32,
-    _pad1: u32,
+    zero: u32, // 0, unknown to the compiler (math.wgsl's `keep`)
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -25,17 +26,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> factors: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
-
-// 2π = TWO_PI_HI + TWO_PI_LO, with TWO_PI_HI = 201/32 exact in 8 bits, so k · TWO_PI_HI is
-// exact for every k below 2^16.
-const TWO_PI_HI: f32 = 6.28125;
-const TWO_PI_LO: f32 = 0.0019353071795864769;
-const INV_TWO_PI: f32 = 0.15915494309189535;
-
-fn reduce(theta: f32) -> f32 {
-    let k = round(theta * INV_TWO_PI);
-    return (theta - k * TWO_PI_HI) - k * TWO_PI_LO;
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -66,12 +56,17 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var j = 0u; j < i; j++) {
         angle *= p.step;
     }
-    let theta = reduce(angle / factors[i]);
-    let c = cos(theta);
-    let s = sin(theta);
+    let f = factors[i];
+    var theta = angle;
+    if (f != 1.0 && angle > 0.0 && f > 0.0) {
+        theta = div_rn(angle, f);
+    }
+    let sc = sincos_cr(theta);
+    let c = sc.y;
+    let s = sc.x;
     if (first) {
-        y[e] = x[e] * c - x[partner] * s;
+        y[e] = keep(x[e] * c) - keep(x[partner] * s);
     } else {
-        y[e] = x[partner] * s + x[e] * c;
+        y[e] = keep(x[partner] * s) + keep(x[e] * c);
     }
 }

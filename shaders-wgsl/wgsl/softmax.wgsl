@@ -5,7 +5,7 @@ const WG: u32 = 256u;
 struct Params {
     cols: u32,
     rows: u32,
-    _pad0: u32,
+    zero: u32, // 0 (math.wgsl's `keep`)
     _pad1: u32,
 }
 

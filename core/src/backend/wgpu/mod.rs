@@ -11,6 +11,13 @@
 //! - Kernels use only core WGSL (f16 through `pack2x16float`/`unpack2x16float`, no subgroups),
 //!   so the same code runs on every adapter; at most 7 storage buffers per stage and 256
 //!   invocations per workgroup.
+//! - Where activations are quantized to 8 bits before a product (as llama.cpp and the CPU
+//!   backend do), one ulp upstream can move a quant and, through it, logits by tenths; so the
+//!   kernels feeding and forming those products follow the CPU backend's arithmetic bit for
+//!   bit: RMSNorm's f64 sum and correctly rounded sqrt/division, the quantizer's divisions, the
+//!   products' integer block dots in the CPU's float order, attention's dot order and f64
+//!   softmax sum, SiLU (`weft-shaders`' `exact.wgsl` builds these from integer operations).
+//!   What remains different: GPU `cos`/`sin` in RoPE and rare `exp` near-ties.
 
 // In the browser the device is opened asynchronously by the wasm crate.
 #![cfg_attr(target_arch = "wasm32", allow(dead_code))]

@@ -10,6 +10,8 @@ pub(super) enum Kernel {
     MatMul(GgmlType),
     /// One invocation per row, no barriers (CPU adapters).
     MatMulRows(GgmlType),
+    /// As `MatMulRows`, each weight unit decoded once per token tile (prefill on CPU adapters).
+    MatMulRowsTile(GgmlType),
     Embed(GgmlType),
     Elementwise,
     RmsNorm,
@@ -44,6 +46,12 @@ pub(super) fn quant_name(ty: GgmlType) -> Option<&'static str> {
     })
 }
 
+/// How the matrix product treats weights of type `ty` (`weft_shaders::quant_kind`): 0 float
+/// weights, 1 32-element blocks, 2 K blocks with a minimum, 3 Q6_K.
+pub(super) fn quant_kind(ty: GgmlType) -> u32 {
+    quant_name(ty).map_or(0, weft_shaders::quant_kind)
+}
+
 impl Kernel {
     /// (source, entry point).
     fn source(self) -> (String, &'static str) {
@@ -52,19 +60,20 @@ impl Kernel {
         match self {
             Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
             Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
+            Kernel::MatMulRowsTile(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row_tile"),
             Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),
-            Kernel::Elementwise => (s::with_math(s::ELEMENTWISE), "main"),
-            Kernel::RmsNorm => (s::NORM.into(), "rms_norm"),
-            Kernel::LayerNorm => (s::NORM.into(), "layer_norm"),
-            Kernel::Rope => (s::ROPE.into(), "main"),
+            Kernel::Elementwise => (s::with_exact(&s::with_math(s::ELEMENTWISE)), "main"),
+            Kernel::RmsNorm => (s::with_exact(s::NORM), "rms_norm"),
+            Kernel::LayerNorm => (s::with_exact(s::NORM), "layer_norm"),
+            Kernel::Rope => (s::with_exact(&s::with_math(s::ROPE)), "main"),
             Kernel::KvStoreF16 => (s::KV.into(), "store_f16"),
             Kernel::KvStoreF32 => (s::KV.into(), "store_f32"),
-            Kernel::AttentionF16 => (s::with_math(s::ATTENTION), "attn_f16"),
-            Kernel::AttentionF32 => (s::with_math(s::ATTENTION), "attn_f32"),
+            Kernel::AttentionF16 => (s::with_exact(&s::with_math(s::ATTENTION)), "attn_f16"),
+            Kernel::AttentionF32 => (s::with_exact(&s::with_math(s::ATTENTION)), "attn_f32"),
             Kernel::Softmax => (s::with_math(s::SOFTMAX), "main"),
             Kernel::TopK => (s::TOPK.into(), "main"),
-            Kernel::ActQ8_0 => (s::ACTQUANT.into(), "q8_0"),
-            Kernel::ActQ8K => (s::ACTQUANT.into(), "q8_k"),
+            Kernel::ActQ8_0 => (s::with_exact(s::ACTQUANT), "q8_0"),
+            Kernel::ActQ8K => (s::with_exact(s::ACTQUANT), "q8_k"),
         }
     }
 }

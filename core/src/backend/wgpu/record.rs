@@ -5,7 +5,7 @@
 
 use super::device::Gpu;
 use super::kv::GpuKvCache;
-use super::pipelines::{Kernel, Pipelines};
+use super::pipelines::{quant_kind, Kernel, Pipelines};
 use super::weights::GpuWeight;
 use super::StepStats;
 use crate::backend::{
@@ -266,27 +266,27 @@ impl<'a> Recorder<'a> {
             .ok_or_else(|| invalid(format!("tensor {} is used before it is computed", t.0)))
     }
 
-    /// The activations a product with a `file_ty` weight reads: as they are, or quantized and
-    /// dequantized to the CPU backend's partner type (`quant::dot::vec_dot_type`), computed
+    /// The activations a product with a `file_ty` weight reads: as they are, or quantized to
+    /// the CPU backend's partner type (`quant::dot::vec_dot_type`) as integer quants, computed
     /// once per (tensor, type) and shared by every product reading them (e.g. Q, K and V).
-    /// Also the per-32-element block sums Q8_1 activations store (the dummy buffer when the
-    /// activations are not quantized to 32-element blocks).
+    /// Also, per 32 elements, the block scale and the sum Q8_1 activations store (the dummy
+    /// buffer when the activations are not quantized).
     fn quantized_input(
         &mut self,
         x: TensorId,
         file_ty: GgmlType,
         graph: &Graph,
-    ) -> Result<(wgpu::Buffer, wgpu::Buffer)> {
+    ) -> Result<(wgpu::Buffer, wgpu::Buffer, bool)> {
         let vdt = quant::dot::vec_dot_type(file_ty);
         let uses_partner = quant::dot::supports_vec_dot(file_ty) && quant::can_quantize(vdt);
         let (kernel, block) = match vdt {
             GgmlType::Q8_0 | GgmlType::Q8_1 if uses_partner => (Kernel::ActQ8_0, 32),
             GgmlType::Q8_K if uses_partner => (Kernel::ActQ8K, 256),
-            _ => return Ok((self.input(x)?, self.pool.dummy.clone())),
+            _ => return Ok((self.input(x)?, self.pool.dummy.clone(), false)),
         };
         let key = (x.0, block as u32);
-        if let Some(b) = self.quantized.get(&key) {
-            return Ok(b.clone());
+        if let Some((q, sums)) = self.quantized.get(&key) {
+            return Ok((q.clone(), sums.clone(), true));
         }
         let (rows, cols) = graph.shape(x);
         if !cols.is_multiple_of(block) {
@@ -297,7 +297,7 @@ impl<'a> Recorder<'a> {
         let src = self.input(x)?;
         let until = self.last_use[x.0 as usize];
         let out = self.alloc((rows * cols * 4) as u64, until);
-        let sums = self.alloc((rows * cols / 32 * 4) as u64, until);
+        let sums = self.alloc((rows * cols / 32 * 8) as u64, until);
         let n_blocks = rows * cols / block;
         let (gx, gy) = grid(n_blocks.div_ceil(64));
         self.dispatch(
@@ -306,13 +306,8 @@ impl<'a> Recorder<'a> {
             &[n_blocks as u32, gx * 64, 0, 0],
             (gx, gy, 1),
         );
-        let sums = if block == 32 {
-            sums
-        } else {
-            self.pool.dummy.clone()
-        };
         self.quantized.insert(key, (out.clone(), sums.clone()));
-        Ok((out, sums))
+        Ok((out, sums, true))
     }
 
     /// The buffer node `i` writes: a pooled buffer whose previous tenant is no longer read
@@ -433,19 +428,28 @@ impl<'a> Recorder<'a> {
             }
             Op::MatMul { w, x } => {
                 let w = self.weight(w)?;
-                let (x, xs) = self.quantized_input(*x, w.file_ty, graph)?;
+                let (x, xs, act_q) = self.quantized_input(*x, w.file_ty, graph)?;
                 let out = self.output(i, rows * cols * 4);
-                // Invocations per row: as many as the row has 32-element units (rounded down to
-                // a power of two), at most 64; one with the barrier-free kernel.
+                // Invocations per row (see matmul.wgsl): one with the barrier-free kernel; else
+                // 16 (the lane accumulators) for 32-element blocks, one per K block (at most
+                // 16), and for float weights as many as the row has 32-element units; powers of
+                // two, at most 64.
                 let units = w.cols / 32;
+                let pow2_below = |n: usize| (n + 1).next_power_of_two() / 2;
                 let tpr = if self.row_per_invocation {
                     1
                 } else {
-                    (units + 1).next_power_of_two() / 2
+                    match quant_kind(w.ty) {
+                        1 => 16,
+                        2 | 3 => pow2_below(units / 8).min(16),
+                        _ => pow2_below(units),
+                    }
                 };
                 let tpr = tpr.clamp(1, 64);
                 let per_group = 64 / tpr;
-                let kernel = if self.row_per_invocation {
+                let kernel = if self.row_per_invocation && rows > 1 {
+                    Kernel::MatMulRowsTile(w.ty)
+                } else if self.row_per_invocation {
                     Kernel::MatMulRows(w.ty)
                 } else {
                     Kernel::MatMul(w.ty)
@@ -461,6 +465,10 @@ impl<'a> Recorder<'a> {
                         c.row0 as u32,
                         gx,
                         tpr as u32,
+                        0, // `zero`: keeps products apart from additions
+                        act_q as u32,
+                        0,
+                        0,
                     ];
                     let bufs = vec![c.buf.clone(), x.clone(), out.clone(), xs.clone()];
                     self.dispatch(kernel, bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
@@ -747,6 +755,12 @@ impl<'a> Recorder<'a> {
         group: usize,
         n: usize,
     ) -> Result<()> {
+        // The exact mean of squares (exact.wgsl) divides by the group size in 16-bit digits.
+        if group == 0 || group >= 1 << 16 {
+            return Err(invalid(format!(
+                "normalisation groups of {group} elements are not supported (at most 65535)"
+            )));
+        }
         let wb = w.map(|w| self.vector(w, group)).transpose()?;
         let bb = b.map(|b| self.vector(b, group)).transpose()?;
         let x = self.input(x)?;
