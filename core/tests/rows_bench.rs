@@ -72,9 +72,9 @@ fn read_all(w: &[u8], threads: usize) {
         for t in 0..threads {
             let part = &w[w.len() * t / threads..w.len() * (t + 1) / threads];
             s.spawn(move || {
-                let sum = part
-                    .chunks_exact(8)
-                    .fold(0u64, |a, c| a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap())));
+                let sum = part.chunks_exact(8).fold(0u64, |a, c| {
+                    a.wrapping_add(u64::from_le_bytes(c.try_into().unwrap()))
+                });
                 black_box(sum);
             });
         }
@@ -88,7 +88,10 @@ fn row_kernel_throughput() {
     let gbs = |bytes: usize, secs: f64| bytes as f64 / secs / 1e9;
     for threads in [1, 2] {
         let secs = best(5, &|| read_all(&raw, threads));
-        println!("plain read, {threads} thread(s): {:6.2} GB/s", gbs(BIG, secs));
+        println!(
+            "plain read, {threads} thread(s): {:6.2} GB/s",
+            gbs(BIG, secs)
+        );
     }
     for ty in [
         GgmlType::Q8_0,
@@ -103,7 +106,12 @@ fn row_kernel_throughput() {
             .collect();
         // Valid blocks (finite scales): quantize real values, repeated to fill the matrix.
         let unit = quant::quantize_to_vec(ty, &x).unwrap();
-        let w: Vec<u8> = unit.iter().copied().cycle().take(rows * row_bytes).collect();
+        let w: Vec<u8> = unit
+            .iter()
+            .copied()
+            .cycle()
+            .take(rows * row_bytes)
+            .collect();
         let a: Vec<f32> = (0..N).map(|i| (i as f32 * 0.37).sin()).collect();
         let act = quant::quantize_to_vec(dot::vec_dot_type(ty), &a).unwrap();
         let small = &w[..SMALL / row_bytes * row_bytes];

@@ -463,7 +463,11 @@ impl Job<'_> {
         }
         let mut scores = vec![0f32; s_len];
         let s_ptr = SyncPtr(scores.as_mut_ptr());
-        let (next1, next2, next3) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        let (next1, next2, next3) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
         let barrier = PhaseBarrier::new(pool.n_threads());
         pool.run(&|_| {
             let s_ptr = &s_ptr;

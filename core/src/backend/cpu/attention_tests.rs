@@ -82,9 +82,19 @@ fn fill(
             kv.store(0, &k, &v, &pos, &vec![seq as u32; n]).unwrap();
             for i in 0..n {
                 let w = c.n_kv * c.hk;
-                kk.push(k[i * w..(i + 1) * w].iter().map(|&x| round(x, f16)).collect());
+                kk.push(
+                    k[i * w..(i + 1) * w]
+                        .iter()
+                        .map(|&x| round(x, f16))
+                        .collect(),
+                );
                 let w = c.n_kv * c.hv;
-                vv.push(v[i * w..(i + 1) * w].iter().map(|&x| round(x, f16)).collect());
+                vv.push(
+                    v[i * w..(i + 1) * w]
+                        .iter()
+                        .map(|&x| round(x, f16))
+                        .collect(),
+                );
             }
             p += n;
         }

@@ -95,11 +95,7 @@ pub fn weighted_sum(
     if fast && nd.is_multiple_of(16) {
         // SAFETY: `fast` comes from `use_avx512`; every index the kernel touches was
         // checked above.
-        unsafe {
-            avx512::weighted_sum(
-                w, w_stride, nq, lo, hi, v, v_stride, nd, acc, acc_stride,
-            )
-        };
+        unsafe { avx512::weighted_sum(w, w_stride, nq, lo, hi, v, v_stride, nd, acc, acc_stride) };
         return;
     }
     let _ = fast;
@@ -208,7 +204,10 @@ mod avx512 {
         let mut b = [_mm512_setzero_ps(); 16];
         for k in 0..4 {
             let (x0, x1) = (_mm512_castps_pd(a[4 * k]), _mm512_castps_pd(a[4 * k + 1]));
-            let (x2, x3) = (_mm512_castps_pd(a[4 * k + 2]), _mm512_castps_pd(a[4 * k + 3]));
+            let (x2, x3) = (
+                _mm512_castps_pd(a[4 * k + 2]),
+                _mm512_castps_pd(a[4 * k + 3]),
+            );
             b[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(x0, x2));
             b[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(x0, x2));
             b[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(x1, x3));
@@ -250,10 +249,18 @@ mod avx512 {
             let mut d0 = 0;
             while d0 < nd {
                 match (nd - d0) / 16 {
-                    1 => sum_tile::<1>(w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride),
-                    2 => sum_tile::<2>(w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride),
-                    3 => sum_tile::<3>(w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride),
-                    _ => sum_tile::<4>(w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride),
+                    1 => sum_tile::<1>(
+                        w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride,
+                    ),
+                    2 => sum_tile::<2>(
+                        w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride,
+                    ),
+                    3 => sum_tile::<3>(
+                        w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride,
+                    ),
+                    _ => sum_tile::<4>(
+                        w, w_stride, q0, tq, lo, hi, v, v_stride, d0, acc, acc_stride,
+                    ),
                 }
                 d0 += 16 * ((nd - d0) / 16).min(4);
             }
@@ -293,8 +300,8 @@ mod avx512 {
         let end = (0..tq).map(|i| jhi[i]).max().unwrap_or(0);
         let mut s = [[_mm512_setzero_ps(); NZ]; TQ];
         for i in 0..tq {
-            for z in 0..NZ {
-                s[i][z] = _mm512_loadu_ps(ap[i].add(16 * z));
+            for (z, sz) in s[i].iter_mut().enumerate() {
+                *sz = _mm512_loadu_ps(ap[i].add(16 * z));
             }
         }
         for j in start..end {
@@ -313,8 +320,8 @@ mod avx512 {
             }
         }
         for i in 0..tq {
-            for z in 0..NZ {
-                _mm512_storeu_ps(ap[i].add(16 * z), s[i][z]);
+            for (z, sz) in s[i].iter().enumerate() {
+                _mm512_storeu_ps(ap[i].add(16 * z), *sz);
             }
         }
     }

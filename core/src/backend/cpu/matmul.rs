@@ -149,7 +149,8 @@ fn quantized(
     let next = AtomicUsize::new(0);
     if n_tok == 1 {
         let mut outs = [out];
-        return Ok(generate(pool, std::slice::from_ref(w), act, &mut outs));
+        generate(pool, std::slice::from_ref(w), act, &mut outs);
+        return Ok(());
     }
     pool.run(&|_| {
         let out_ptr = &out_ptr;
@@ -240,7 +241,11 @@ fn generate(pool: &ThreadPool, ws: &[WeightView], act: &[u8], outs: &mut [&mut [
     for (i, w) in ws.iter().enumerate() {
         let chunk = (w.rows / (nth * CHUNKS_PER_THREAD)).clamp(ROW_TILE, MAX_GEN_CHUNK);
         let chunk = chunk.next_multiple_of(ROW_TILE);
-        chunks.extend((0..w.rows).step_by(chunk).map(|r| (i, r, (r + chunk).min(w.rows))));
+        chunks.extend(
+            (0..w.rows)
+                .step_by(chunk)
+                .map(|r| (i, r, (r + chunk).min(w.rows))),
+        );
     }
     let out_ptrs: Vec<SyncPtr> = outs.iter_mut().map(|o| SyncPtr(o.as_mut_ptr())).collect();
     let next = AtomicUsize::new(0);

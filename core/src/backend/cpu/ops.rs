@@ -99,7 +99,10 @@ pub fn rope_apply(
     neox: bool,
 ) {
     let half = n_rot / 2;
-    for (row, cs) in x.chunks_exact_mut(cols).zip(table.chunks_exact(half.max(1))) {
+    for (row, cs) in x
+        .chunks_exact_mut(cols)
+        .zip(table.chunks_exact(half.max(1)))
+    {
         for head in row.chunks_exact_mut(head_dim) {
             for (i, &(c, s)) in cs.iter().enumerate() {
                 let (a, b) = if neox {

@@ -252,7 +252,10 @@ impl PhaseBarrier {
         self.arrived.fetch_add(1, Ordering::AcqRel);
         let target = self.n * phase;
         #[cfg(not(target_arch = "wasm32"))]
-        wait_until(|| self.arrived.load(Ordering::Acquire) >= target, usize::MAX);
+        wait_until(
+            || self.arrived.load(Ordering::Acquire) >= target,
+            usize::MAX,
+        );
         #[cfg(target_arch = "wasm32")]
         debug_assert!(self.arrived.load(Ordering::Acquire) >= target);
     }
