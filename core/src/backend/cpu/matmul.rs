@@ -152,27 +152,8 @@ fn quantized(
     // remaining chunks instead of waiting for it at the end of the product.
     let next = AtomicUsize::new(0);
     if n_tok == 1 {
-        // Token generation: contiguous row chunks, each dotted in one call (one check and
-        // dispatch; rows streamed in order so the hardware prefetcher keeps up).
-        let chunk = (rows / (nth * CHUNKS_PER_THREAD)).clamp(ROW_TILE, MAX_GEN_CHUNK);
-        let chunk = chunk.next_multiple_of(ROW_TILE);
-        let n_chunks = rows.div_ceil(chunk);
-        pool.run(&|_| {
-            let out_ptr = &out_ptr;
-            loop {
-                let c = next.fetch_add(1, Ordering::Relaxed);
-                if c >= n_chunks {
-                    break;
-                }
-                let range = c * chunk..((c + 1) * chunk).min(rows);
-                // SAFETY: chunks are disjoint parts of `out`, each taken by one thread.
-                let dst = unsafe {
-                    std::slice::from_raw_parts_mut(out_ptr.0.add(range.start), range.len())
-                };
-                let wr = &w.data[range.start * row_bytes..range.end * row_bytes];
-                quant::dot::vec_dot_tile(w.ty, wr, act, cols, 1, dst);
-            }
-        });
+        let mut outs = [out];
+        generate(pool, std::slice::from_ref(w), act, &mut outs);
         return Ok(());
     }
     if gemm(pool, w, act, n_tok, &out_ptr, row_bytes) {
@@ -262,6 +243,98 @@ fn gemm(
         });
         true
     })
+}
+
+/// The activation type a product with `w` quantizes its input to, when it takes the
+/// quantized path (products with the same key can share one quantized activation row).
+pub fn quantized_partner(w: &WeightView) -> Option<GgmlType> {
+    if w.ty == GgmlType::F32 || f32_activations() {
+        return None;
+    }
+    dot_partner(w.ty)
+}
+
+/// Token generation of several products of the same one-row input `x` (a layer's query, key
+/// and value projections; the gate and up projections): the row is quantized once and one
+/// pool job takes the row chunks of all the weights, so the threads meet once instead of
+/// once per weight. Every weight must have [`quantized_partner`] `Some`, the same for all,
+/// and `x.len()` columns; `outs[i]` receives `ws[i].rows` values.
+pub fn matvec_many(
+    pool: &ThreadPool,
+    ws: &[WeightView],
+    x: &[f32],
+    outs: &mut [&mut [f32]],
+    act: &mut Vec<u8>,
+) -> Result<()> {
+    let Some(first) = ws.first() else {
+        return Ok(());
+    };
+    let vdt = quantized_partner(first).ok_or_else(|| bad(first, "no quantized product"))?;
+    for (w, out) in ws.iter().zip(outs.iter()) {
+        let row_bytes =
+            w.ty.bytes_for(w.cols as u64)
+                .ok_or_else(|| bad(w, "row is not whole blocks"))? as usize;
+        if w.data.len() < row_bytes * w.rows {
+            return Err(bad(w, "data is shorter than its shape"));
+        }
+        if quantized_partner(w) != Some(vdt) || w.cols != x.len() || out.len() != w.rows {
+            return Err(bad(w, "does not fit the grouped product"));
+        }
+    }
+    let act_row = vdt
+        .bytes_for(x.len() as u64)
+        .ok_or_else(|| bad(first, "row does not fit the activation block size"))?
+        as usize;
+    act.clear();
+    act.resize(act_row, 0);
+    // One row: quantizing it takes less than waking the other threads would.
+    quant::dot::quantize_activation_to(vdt, x, act)
+        .map_err(|e| bad(first, &format!("cannot quantize activations to {vdt}: {e}")))?;
+    generate(pool, ws, act, outs);
+    Ok(())
+}
+
+/// Token generation: each weight's rows in contiguous chunks (each dotted in one call: one
+/// check and dispatch, rows streamed in order), all chunks of all weights taken from one
+/// shared counter, so a delayed thread's share is taken over by the others. `act` is the
+/// quantized activation row; lengths were checked by the callers.
+fn generate(pool: &ThreadPool, ws: &[WeightView], act: &[u8], outs: &mut [&mut [f32]]) {
+    let nth = pool.n_threads();
+    // (weight, first row, end row)
+    let mut chunks = Vec::new();
+    for (i, w) in ws.iter().enumerate() {
+        let chunk = (w.rows / (nth * CHUNKS_PER_THREAD)).clamp(ROW_TILE, MAX_GEN_CHUNK);
+        let chunk = chunk.next_multiple_of(ROW_TILE);
+        chunks.extend(
+            (0..w.rows)
+                .step_by(chunk)
+                .map(|r| (i, r, (r + chunk).min(w.rows))),
+        );
+    }
+    let out_ptrs: Vec<SyncPtr> = outs.iter_mut().map(|o| SyncPtr(o.as_mut_ptr())).collect();
+    let next = AtomicUsize::new(0);
+    let run = |_| {
+        while let Some(&(i, r0, r1)) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) {
+            let w = &ws[i];
+            let row_bytes = w.ty.bytes_for(w.cols as u64).unwrap_or(0) as usize;
+            // SAFETY: chunks are disjoint parts of the outputs, each taken by one thread.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out_ptrs[i].0.add(r0), r1 - r0) };
+            quant::dot::vec_dot_tile(
+                w.ty,
+                &w.data[r0 * row_bytes..r1 * row_bytes],
+                act,
+                w.cols,
+                1,
+                dst,
+            );
+        }
+    };
+    if chunks.len() == 1 {
+        // Too small to share: not worth waking the other threads.
+        run(0);
+    } else {
+        pool.run(&run);
+    }
 }
 
 /// For weight types without a quantized dot product: dequantize a tile of rows to f32 and

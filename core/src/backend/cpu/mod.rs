@@ -2,6 +2,7 @@
 //! the model file's memory map.
 
 mod attention;
+mod attn_kernels;
 mod matmul;
 mod ops;
 mod pool;
@@ -60,7 +61,13 @@ pub struct CpuBackend {
     ids: Vec<Vec<u32>>,
     /// Scratch for quantized activations.
     act: Vec<u8>,
+    /// RoPE (cos, sin) tables of the current step, by (base bits, rotated dims, frequency
+    /// factors): every layer with the same base rotates by the same angles.
+    rope_tables: Vec<RopeKey>,
 }
+
+/// A step's RoPE table and what it depends on besides the positions.
+type RopeKey = ((u32, usize, Option<u32>), Vec<(f32, f32)>);
 
 impl CpuBackend {
     /// A backend with `n_threads` threads (0 = one per physical core).
@@ -78,6 +85,7 @@ impl CpuBackend {
             spare: Vec::new(),
             ids: Vec::new(),
             act: Vec::new(),
+            rope_tables: Vec::new(),
         }
     }
 
@@ -166,6 +174,8 @@ impl Backend for CpuBackend {
         }
         self.bufs.resize_with(graph.nodes.len(), Vec::new);
         self.ids.resize_with(graph.nodes.len(), Vec::new);
+        // RoPE tables depend on the step's positions.
+        self.rope_tables.clear();
         let mut last_use: Vec<usize> = (0..graph.nodes.len()).collect();
         for (j, node) in graph.nodes.iter().enumerate() {
             for t in node.op.inputs() {
@@ -175,14 +185,39 @@ impl Backend for CpuBackend {
         for t in &graph.outputs {
             last_use[t.0 as usize] = usize::MAX;
         }
+        // Nodes already computed as part of an earlier node's group.
+        let mut done = vec![false; graph.nodes.len()];
         for i in 0..graph.nodes.len() {
             let node = &graph.nodes[i];
-            let need = node.rows * node.cols;
-            let mut out = self.take_spare(need);
-            out.resize(need, 0.0);
-            let r = self.run_node(graph, i, batch, &mut out);
-            self.bufs[i] = out;
-            r?;
+            let group = if done[i] {
+                Vec::new()
+            } else {
+                self.matvec_group(graph, i, &done)
+            };
+            if group.len() > 1 {
+                let mut outs: Vec<Vec<f32>> = group
+                    .iter()
+                    .map(|&j| {
+                        let need = graph.nodes[j].rows * graph.nodes[j].cols;
+                        let mut out = self.take_spare(need);
+                        out.resize(need, 0.0);
+                        out
+                    })
+                    .collect();
+                let r = self.run_matvec_group(graph, &group, &mut outs);
+                for (&j, out) in group.iter().zip(outs) {
+                    self.bufs[j] = out;
+                    done[j] = true;
+                }
+                r?;
+            } else if !done[i] {
+                let need = node.rows * node.cols;
+                let mut out = self.take_spare(need);
+                out.resize(need, 0.0);
+                let r = self.run_node(graph, i, batch, &mut out);
+                self.bufs[i] = out;
+                r?;
+            }
             for t in node
                 .op
                 .inputs()
@@ -248,6 +283,71 @@ impl CpuBackend {
         }
     }
 
+    /// For a one-row product at node `i`: it and the later one-row products of the same input
+    /// (within a few nodes, not yet computed) whose quantized activation type is the same,
+    /// which [`Self::run_matvec_group`] computes in one pool job. Empty or one node otherwise.
+    fn matvec_group(&self, graph: &Graph, i: usize, done: &[bool]) -> Vec<usize> {
+        /// How far ahead to look (past bias additions between a layer's projections).
+        const LOOKAHEAD: usize = 8;
+        let Op::MatMul { w, x } = &graph.nodes[i].op else {
+            return Vec::new();
+        };
+        let key = |w: &Weight| {
+            self.weights
+                .get(w.id as usize)
+                .and_then(|cw| matmul::quantized_partner(&cw.view()))
+        };
+        let Some(k) = key(w).filter(|_| graph.nodes[i].rows == 1) else {
+            return Vec::new();
+        };
+        let mut group = vec![i];
+        let end = (i + 1 + LOOKAHEAD).min(graph.nodes.len());
+        for (j, node) in graph.nodes.iter().enumerate().take(end).skip(i + 1) {
+            if let Op::MatMul { w: w2, x: x2 } = &node.op {
+                if x2 == x && !done[j] && node.rows == 1 && key(w2) == Some(k) {
+                    group.push(j);
+                }
+            }
+        }
+        group
+    }
+
+    /// Computes the products of a [`Self::matvec_group`] into `outs` (one per node).
+    fn run_matvec_group(
+        &mut self,
+        graph: &Graph,
+        group: &[usize],
+        outs: &mut [Vec<f32>],
+    ) -> Result<()> {
+        let mut act = std::mem::take(&mut self.act);
+        let r = self.matvec_group_into(graph, group, outs, &mut act);
+        self.act = act;
+        r
+    }
+
+    fn matvec_group_into(
+        &self,
+        graph: &Graph,
+        group: &[usize],
+        outs: &mut [Vec<f32>],
+        act: &mut Vec<u8>,
+    ) -> Result<()> {
+        let mut views = Vec::with_capacity(group.len());
+        let mut input = None;
+        for &j in group {
+            let Op::MatMul { w, x } = &graph.nodes[j].op else {
+                return Err(BackendError::InvalidStep(
+                    "a grouped node is not a product".into(),
+                ));
+            };
+            views.push(self.weight(w)?.view());
+            input = Some(*x);
+        }
+        let x = &self.bufs[input.map_or(0, |t| t.0 as usize)];
+        let mut slices: Vec<&mut [f32]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        matmul::matvec_many(&self.pool, &views, x, &mut slices, act)
+    }
+
     fn run_node(
         &mut self,
         graph: &Graph,
@@ -299,16 +399,17 @@ impl CpuBackend {
             } => {
                 out.copy_from_slice(buf(x));
                 let ff = freq_factors.as_ref().map(|w| self.vector(w)).transpose()?;
-                ops::rope(
-                    out,
-                    node.cols,
-                    batch.positions,
-                    *head_dim,
-                    *n_rot,
-                    *base,
-                    *neox,
-                    ff,
-                );
+                let key = (base.to_bits(), *n_rot, freq_factors.map(|w| w.id));
+                let at = match self.rope_tables.iter().position(|(k, _)| *k == key) {
+                    Some(at) => at,
+                    None => {
+                        let t = ops::rope_table(batch.positions, *n_rot, *base, ff);
+                        self.rope_tables.push((key, t));
+                        self.rope_tables.len() - 1
+                    }
+                };
+                let table = &self.rope_tables[at].1;
+                ops::rope_apply(out, node.cols, table, *head_dim, *n_rot, *neox);
             }
             Op::KvStore { kv, layer, k, v } => {
                 let (k, v) = (k.0 as usize, v.0 as usize);
@@ -387,3 +488,6 @@ fn zip2(out: &mut [f32], a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) {
         *o = f(x, y);
     }
 }
+
+#[cfg(test)]
+mod attention_tests;

@@ -49,6 +49,7 @@ pub fn layer_norm(
 
 /// Rotates the first `n_rot` elements of every `head_dim` head of each row by its position.
 #[allow(clippy::too_many_arguments)]
+#[cfg(test)]
 pub fn rope(
     x: &mut [f32],
     cols: usize,
@@ -59,19 +60,49 @@ pub fn rope(
     neox: bool,
     freq_factors: Option<&[f32]>,
 ) {
+    let table = rope_table(positions, n_rot, base, freq_factors);
+    rope_apply(x, cols, &table, head_dim, n_rot, neox);
+}
+
+/// The (cos, sin) pairs of every position, `[positions.len()][n_rot / 2]`: the same for every
+/// RoPE node of a step with this base (the backend computes them once per step).
+pub fn rope_table(
+    positions: &[u32],
+    n_rot: usize,
+    base: f32,
+    freq_factors: Option<&[f32]>,
+) -> Vec<(f32, f32)> {
     let half = n_rot / 2;
     // Angles as llama.cpp forms them: start at the position and multiply by
     // base^(-2/n_rot) once per pair, in f32 (the accumulated rounding shifts logits by a
     // measurable amount, so we follow it rather than computing each power afresh).
     let step = base.powf(-2.0 / n_rot as f32);
-    let mut cs = vec![(0f32, 0f32); half];
-    for (row, &pos) in x.chunks_exact_mut(cols).zip(positions) {
+    let mut cs = Vec::with_capacity(positions.len() * half);
+    for &pos in positions {
         let mut theta = pos as f32;
-        for (i, c) in cs.iter_mut().enumerate() {
+        for i in 0..half {
             let t = theta / freq_factors.map_or(1.0, |ff| ff[i]);
-            *c = (t.cos(), t.sin());
+            cs.push((t.cos(), t.sin()));
             theta *= step;
         }
+    }
+    cs
+}
+
+/// Applies a [`rope_table`] to each row of `x` (one row per position of the table).
+pub fn rope_apply(
+    x: &mut [f32],
+    cols: usize,
+    table: &[(f32, f32)],
+    head_dim: usize,
+    n_rot: usize,
+    neox: bool,
+) {
+    let half = n_rot / 2;
+    for (row, cs) in x
+        .chunks_exact_mut(cols)
+        .zip(table.chunks_exact(half.max(1)))
+    {
         for head in row.chunks_exact_mut(head_dim) {
             for (i, &(c, s)) in cs.iter().enumerate() {
                 let (a, b) = if neox {

@@ -45,16 +45,28 @@ unsafe impl Send for JobPtr {}
 
 #[cfg(not(target_arch = "wasm32"))]
 struct Shared {
-    /// Bumped for every job; workers watch it.
+    /// Bumped for every job; workers watch it. Publishes `job` (release on bump, acquire
+    /// when a worker sees the new value).
     generation: AtomicUsize,
     /// Workers still running the current job.
     pending: AtomicUsize,
-    job: Mutex<Option<JobPtr>>,
+    /// The current job: written by `run` only while no worker is running one.
+    job: std::cell::UnsafeCell<Option<JobPtr>>,
+    /// Workers asleep (or about to sleep) on `wake`: `run` skips the wake-up call, a system
+    /// call, when there are none, which is the usual case between the jobs of one step.
+    sleepers: AtomicUsize,
+    lock: Mutex<()>,
     wake: Condvar,
     shutdown: std::sync::atomic::AtomicBool,
     /// Set when a worker's job panicked; the caller re-raises.
     panicked: std::sync::atomic::AtomicBool,
 }
+
+// SAFETY: `job` is written only by the thread calling `run` while every worker is idle
+// (between jobs) and read by workers only after they observe the generation that follows
+// the write; everything else is atomics or locks.
+#[cfg(not(target_arch = "wasm32"))]
+unsafe impl Sync for Shared {}
 
 /// A fixed set of threads that run one job at a time.
 pub struct ThreadPool {
@@ -104,7 +116,9 @@ impl ThreadPool {
             let shared = Arc::new(Shared {
                 generation: AtomicUsize::new(0),
                 pending: AtomicUsize::new(0),
-                job: Mutex::new(None),
+                job: std::cell::UnsafeCell::new(None),
+                sleepers: AtomicUsize::new(0),
+                lock: Mutex::new(()),
                 wake: Condvar::new(),
                 shutdown: std::sync::atomic::AtomicBool::new(false),
                 panicked: std::sync::atomic::AtomicBool::new(false),
@@ -144,11 +158,15 @@ impl ThreadPool {
             let s = &self.shared;
             // SAFETY: only the lifetime is erased; we wait below until no worker uses it.
             let ptr: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
-            *s.job.lock().unwrap() = Some(JobPtr(ptr));
+            // SAFETY: no worker is running a job (the previous `run` waited for all of them),
+            // and none reads `job` before it sees the generation bumped below.
+            unsafe { *s.job.get() = Some(JobPtr(ptr)) };
             s.pending.store(self.n_threads - 1, Ordering::SeqCst);
-            {
-                let _g = s.job.lock().unwrap();
-                s.generation.fetch_add(1, Ordering::SeqCst);
+            s.generation.fetch_add(1, Ordering::SeqCst);
+            // A worker registers as a sleeper under the lock and then re-checks the
+            // generation before it waits, so either it sees the bump or we see it here.
+            if s.sleepers.load(Ordering::SeqCst) > 0 {
+                let _g = s.lock.lock().unwrap();
                 s.wake.notify_all();
             }
             let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0)));
@@ -168,19 +186,22 @@ fn worker(s: Arc<Shared>, tid: usize) {
     let mut seen = 0usize;
     loop {
         // Wait for a new generation: spin, yield, then sleep.
-        wait_until(|| s.generation.load(Ordering::Acquire) != seen, YIELDS);
-        let job = {
-            let mut g = s.job.lock().unwrap();
-            while s.generation.load(Ordering::Acquire) == seen && !s.shutdown.load(Ordering::SeqCst)
+        if !wait_until(|| s.generation.load(Ordering::Acquire) != seen, YIELDS) {
+            let mut g = s.lock.lock().unwrap();
+            s.sleepers.fetch_add(1, Ordering::SeqCst);
+            while s.generation.load(Ordering::SeqCst) == seen && !s.shutdown.load(Ordering::SeqCst)
             {
                 g = s.wake.wait(g).unwrap();
             }
-            if s.shutdown.load(Ordering::SeqCst) {
-                return;
-            }
-            seen = s.generation.load(Ordering::Acquire);
-            *g
-        };
+            s.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+        if s.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        seen = s.generation.load(Ordering::Acquire);
+        // SAFETY: written before the generation we just observed, not again until this
+        // worker has decremented `pending`.
+        let job = unsafe { *s.job.get() };
         if let Some(JobPtr(f)) = job {
             // SAFETY: the caller of `run` keeps the closure alive until `pending` reaches 0.
             let f = unsafe { &*f };
@@ -197,7 +218,7 @@ impl Drop for ThreadPool {
         #[cfg(not(target_arch = "wasm32"))]
         {
             {
-                let _g = self.shared.job.lock().unwrap();
+                let _g = self.shared.lock.lock().unwrap();
                 self.shared.shutdown.store(true, Ordering::SeqCst);
                 self.shared.wake.notify_all();
             }
@@ -205,6 +226,38 @@ impl Drop for ThreadPool {
                 let _ = h.join();
             }
         }
+    }
+}
+
+/// A barrier inside one pool job: every thread of the pool calls [`PhaseBarrier::wait`] with
+/// the same phase numbers 1, 2, … in order, and none passes phase `k` before all have reached
+/// it. Writes made before a thread's `wait(k)` are visible to every thread after its own.
+pub struct PhaseBarrier {
+    arrived: std::sync::atomic::AtomicUsize,
+    n: usize,
+}
+
+impl PhaseBarrier {
+    /// A barrier for `n` threads (the pool's thread count).
+    pub fn new(n: usize) -> Self {
+        PhaseBarrier {
+            arrived: std::sync::atomic::AtomicUsize::new(0),
+            n,
+        }
+    }
+
+    /// Waits until all `n` threads have called `wait(phase)`.
+    pub fn wait(&self, phase: usize) {
+        use std::sync::atomic::Ordering;
+        self.arrived.fetch_add(1, Ordering::AcqRel);
+        let target = self.n * phase;
+        #[cfg(not(target_arch = "wasm32"))]
+        wait_until(
+            || self.arrived.load(Ordering::Acquire) >= target,
+            usize::MAX,
+        );
+        #[cfg(target_arch = "wasm32")]
+        debug_assert!(self.arrived.load(Ordering::Acquire) >= target);
     }
 }
 
@@ -231,6 +284,24 @@ mod tests {
             });
         }
         assert_eq!(total.load(Ordering::Relaxed), 100 * (1 + 2 + 3));
+    }
+
+    #[test]
+    fn phase_barrier_orders_phases() {
+        let pool = ThreadPool::new(3);
+        for _ in 0..50 {
+            let first = AtomicUsize::new(0);
+            let seen = AtomicUsize::new(0);
+            let barrier = PhaseBarrier::new(pool.n_threads());
+            pool.run(&|_| {
+                first.fetch_add(1, Ordering::Relaxed);
+                barrier.wait(1);
+                // Every thread's phase-1 work is visible after the barrier.
+                seen.fetch_add(first.load(Ordering::Relaxed), Ordering::Relaxed);
+                barrier.wait(2);
+            });
+            assert_eq!(seen.load(Ordering::Relaxed), 9);
+        }
     }
 
     #[test]

@@ -35,6 +35,8 @@ mod avx2_util;
 mod avx512_gemm_k;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm_lane;
+#[cfg(target_arch = "x86_64")]
+mod avx512_rows;
 
 // wasm simd128 kernels: compiled in with `-C target-feature=+simd128` (wasm has no run-time
 // feature detection), bit-identical to the portable ones.
@@ -130,8 +132,9 @@ pub(crate) fn has_avx_vnni() -> bool {
 }
 
 /// Which kernels are used, from `WEFT_DOT_KERNELS` (read once): `scalar` (portable kernels
-/// only), `single` (SIMD one-row kernels, no multi-row/multi-token ones), anything else or
-/// unset: all. For numerical comparisons (e.g. reference-test sensitivity), not for speed.
+/// only), `single` (SIMD one-row kernels, no multi-row/multi-token ones), `avx2` (all but
+/// the AVX-512 row kernels), anything else or unset: all. For numerical and speed
+/// comparisons; every choice gives the same bits except `scalar`.
 fn kernel_level() -> u8 {
     use std::sync::OnceLock;
     static LEVEL: OnceLock<u8> = OnceLock::new();
@@ -295,9 +298,9 @@ pub fn vec_dot_tile(
     }
 }
 
-/// Runs the 4-row SIMD kernel for activation row `t` over as many whole groups of 4 weight
-/// rows as there are, if this CPU and type have one, writing `out[r * n_tok + t]`; returns
-/// how many rows it filled.
+/// Runs a SIMD row kernel for activation row `t`, if this CPU and type have one, writing
+/// `out[r * n_tok + t]`; returns how many rows it filled: all of them with the AVX-512 row
+/// kernels (`avx512_rows`), else as many whole groups of 4 rows as there are (AVX2).
 #[allow(unused_variables, clippy::too_many_arguments)]
 fn rows_simd(
     w: GgmlType,
@@ -309,6 +312,24 @@ fn rows_simd(
     t: usize,
     out: &mut [f32],
 ) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if avx512_rows::available() {
+        use avx512_rows::Kind;
+        let kind = match w {
+            GgmlType::Q8_0 => Some(Kind::Q8_0),
+            GgmlType::Q4_0 => Some(Kind::Q4_0),
+            GgmlType::Q5_0 => Some(Kind::Q5_0),
+            GgmlType::Q4_1 => Some(Kind::Q4_1),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            let n_rows = w_rows.len() / row_bytes;
+            // SAFETY: features checked; `vec_dot_tile` checked every row's and the
+            // activation's length, and `out` holds `n_rows · n_tok` values.
+            unsafe { avx512_rows::rows(kind, w_rows, n_rows, act, nb, &mut out[t..], n_tok) };
+            return n_rows;
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         use GgmlType::*;

@@ -443,3 +443,41 @@ fn gemm_tile_extremes_equal_vec_dot() {
         }
     }
 }
+
+#[test]
+fn row_kernels_equal_the_one_row_kernel() {
+    // Token generation dots many rows with one activation row (`vec_dot_tile` with one
+    // token, or the leftover tokens of a prompt tile): every row must get `vec_dot`'s bits,
+    // for even and odd block counts and any row count.
+    let mut rng = Rng(4242);
+    for ty in TYPES {
+        for n in [32usize, 96, 640, 672] {
+            if !n.is_multiple_of(ty.block_size()) {
+                continue;
+            }
+            for (n_rows, n_tok) in [(1usize, 1usize), (5, 1), (37, 1), (6, 3)] {
+                let w: Vec<u8> = (0..n_rows)
+                    .flat_map(|_| random_row(ty, n, &mut rng))
+                    .collect();
+                let acts: Vec<Vec<u8>> = (0..n_tok)
+                    .map(|_| act_for(ty, &activation(n, &mut rng)).0)
+                    .collect();
+                let all: Vec<u8> = acts.concat();
+                let mut tile = vec![f32::NAN; n_rows * n_tok];
+                vec_dot_tile(ty, &w, &all, n, n_tok, &mut tile);
+                let rb = w.len() / n_rows;
+                for r in 0..n_rows {
+                    for (t, a) in acts.iter().enumerate() {
+                        let one = vec_dot(ty, &w[r * rb..(r + 1) * rb], a, n);
+                        let got = tile[r * n_tok + t];
+                        assert_eq!(
+                            got.to_bits(),
+                            one.to_bits(),
+                            "{ty} n={n} {n_rows}x{n_tok} row {r} token {t}: {got} vs {one}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
