@@ -34,6 +34,13 @@ pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
 pub const TOPK: &str = include_str!("../wgsl/topk.wgsl");
 
+/// Order-independent workgroup reductions (`wg_max`, `wg_best`) in workgroup memory, the
+/// fallback of [`REDUCE_SG`] (appended to `SOFTMAX`, `ATTENTION` and `TOPK`).
+pub const REDUCE: &str = include_str!("../wgsl/reduce.wgsl");
+/// The same reductions on subgroup operations (WGSL `enable subgroups;`, wgpu's `SUBGROUP`
+/// feature), with bit-identical results.
+pub const REDUCE_SG: &str = include_str!("../wgsl/reduce_sg.wgsl");
+
 /// Weight types the dequantizers in `quant.wgsl` read (the suffix of `unit_<type>`).
 pub const QUANT_TYPES: &[&str] = &[
     "f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_k", "q5_k", "q6_k",
@@ -109,8 +116,25 @@ pub fn with_math(kernel: &str) -> String {
     format!("{kernel}\n{MATH}")
 }
 
+/// `kernel` with the reductions of [`REDUCE_SG`] (`subgroups`) or of [`REDUCE`] appended.
+///
+/// naga 30 (wgpu's native shader compiler) rejects WGSL's `enable subgroups;` and accepts
+/// subgroup built-ins without it; browsers require it: see [`SUBGROUPS_DIRECTIVE`].
+pub fn with_reduce(kernel: &str, subgroups: bool) -> String {
+    if subgroups {
+        format!("{kernel}\n{REDUCE_SG}")
+    } else {
+        format!("{kernel}\n{REDUCE}")
+    }
+}
+
+/// The directive a browser's WebGPU needs at the top of a module using subgroup operations
+/// (prepended only on wasm32, where wgpu hands WGSL to the browser).
+pub const SUBGROUPS_DIRECTIVE: &str = "enable subgroups;\n";
+
 /// Every complete shader module the backend can build, as (name, source): the type-generic
-/// kernels once per weight type, the others as they are. Used by the validation test.
+/// kernels once per weight type, those with reductions with and without subgroups, the others
+/// as they are. Used by the validation test.
 pub fn all_modules() -> Vec<(String, String)> {
     let mut v = Vec::new();
     for ty in QUANT_TYPES {
@@ -122,12 +146,20 @@ pub fn all_modules() -> Vec<(String, String)> {
         ("norm", with_exact(NORM)),
         ("rope", with_exact(&with_math(ROPE))),
         ("kv", KV.to_string()),
-        ("attention", with_exact(&with_math(ATTENTION))),
-        ("softmax", with_math(SOFTMAX)),
         ("actquant", with_exact(ACTQUANT)),
-        ("topk", TOPK.to_string()),
     ] {
         v.push((name.to_string(), src));
+    }
+    // Kernels with workgroup reductions, without and with subgroups ("+sg").
+    for sg in [false, true] {
+        let tag = if sg { "+sg" } else { "" };
+        for (name, src) in [
+            ("attention", with_exact(&with_math(ATTENTION))),
+            ("softmax", with_math(SOFTMAX)),
+            ("topk", TOPK.to_string()),
+        ] {
+            v.push((format!("{name}{tag}"), with_reduce(&src, sg)));
+        }
     }
     v
 }

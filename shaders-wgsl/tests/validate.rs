@@ -5,8 +5,12 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 #[test]
 fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
-    // 9 weight types × (matmul, embed) + 8 other kernel families.
-    assert_eq!(modules.len(), 2 * weft_shaders::QUANT_TYPES.len() + 8);
+    // 9 weight types × (matmul, embed) + 5 other kernel families + 3 with reductions, each
+    // without and with subgroups.
+    assert_eq!(
+        modules.len(),
+        2 * weft_shaders::QUANT_TYPES.len() + 5 + 2 * 3
+    );
     let mut failures = Vec::new();
     for (name, src) in &modules {
         let module = match naga::front::wgsl::parse_str(src) {
@@ -19,7 +23,11 @@ fn every_module_parses_and_validates() {
         // Only core WGSL, so the modules run on every adapter. pack2x16float/unpack2x16float
         // are core WebGPU; naga lists them as a capability only because a few GL ES drivers
         // lack them (wgpu enables it wherever WebGPU-conformant).
-        let caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        // Subgroup variants ("+sg") are built only where the adapter has subgroups.
+        let mut caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32;
+        if name.ends_with("+sg") {
+            caps |= Capabilities::SUBGROUP;
+        }
         let mut v = Validator::new(ValidationFlags::all(), caps);
         if let Err(e) = v.validate(&module) {
             failures.push(format!("{name}: validate: {}", e.emit_to_string(src)));

@@ -41,7 +41,6 @@ struct Params {
 
 var<workgroup> qh: array<f32, 256>;
 var<workgroup> wts: array<f32, 64>;
-var<workgroup> red_m: array<f32, 64>;
 var<workgroup> inv_shared: f32;
 
 fn to_f16(v: f32) -> f32 {
@@ -149,15 +148,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
     for (var j = lid; j < n; j += WG) {
         m = max(m, score(half_kv, slot_of(seq, lo, j) * wk + kb));
     }
-    red_m[lid] = m;
-    workgroupBarrier();
-    for (var st = WG / 2u; st > 0u; st >>= 1u) {
-        if (lid < st) {
-            red_m[lid] = max(red_m[lid], red_m[lid + st]);
-        }
-        workgroupBarrier();
-    }
-    let gmax = red_m[0];
+    let gmax = wg_max(lid, m); // reduce.wgsl or reduce_sg.wgsl
     var sum = F64(0u, 0u, 0);
     for (var t0 = 0u; t0 < n; t0 += WG) {
         let j = t0 + lid;

@@ -1,4 +1,5 @@
-// Row-wise softmax: one workgroup per row; max, then sum of exp, both reduced in workgroup memory.
+// Row-wise softmax: one workgroup per row; max (`wg_max`, reduce.wgsl or reduce_sg.wgsl), then
+// sum of exp, reduced in workgroup memory.
 
 const WG: u32 = 256u;
 
@@ -22,16 +23,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var j = lid; j < p.cols; j += WG) {
         m = max(m, x[base + j]);
     }
-    red[lid] = m;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let gmax = red[0];
-    workgroupBarrier();
+    let gmax = wg_max(lid, m);
     var sum = 0.0;
     for (var j = lid; j < p.cols; j += WG) {
         sum += exp_acc(x[base + j] - gmax);

@@ -17,9 +17,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-var<workgroup> best_v: array<f32, 256>;
-var<workgroup> best_i: array<u32, 256>;
-
 const NONE: u32 = 0xFFFFFFFFu;
 
 // Whether (v, i) comes before (bv, bi): a larger value, or an equal value at a lower index.
@@ -46,22 +43,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                 }
             }
         }
-        best_v[lid] = bv;
-        best_i[lid] = bi;
-        workgroupBarrier();
-        for (var s = WG / 2u; s > 0u; s >>= 1u) {
-            if (lid < s) {
-                let ov = best_v[lid + s];
-                let oi = best_i[lid + s];
-                if (oi != NONE && before(ov, oi, best_v[lid], best_i[lid])) {
-                    best_v[lid] = ov;
-                    best_i[lid] = oi;
-                }
-            }
-            workgroupBarrier();
+        // reduce.wgsl or reduce_sg.wgsl; the value is re-read (the same bits).
+        prev_i = wg_best(lid, bv, bi);
+        prev_v = 0.0;
+        if (prev_i != NONE) {
+            prev_v = x[base + prev_i];
         }
-        prev_v = best_v[0];
-        prev_i = best_i[0];
         if (lid == 0u) {
             vals[row * p.k + kk] = prev_v;
             ids[row * p.k + kk] = prev_i;

@@ -83,11 +83,26 @@ pub(super) struct Gpu {
     pub queue: wgpu::Queue,
     pub summary: AdapterSummary,
     pub limits: wgpu::Limits,
+    /// The device was opened with `SUBGROUP` (kernels may use subgroup operations).
+    pub subgroups: bool,
 }
 
-/// Opens adapter `index` (as listed by [`list_adapters`]), or the default high-performance one.
+/// The optional features to request of an adapter with `features`: `SUBGROUP` when it has it
+/// and `no_subgroups` is false (or the `WEFT_WGPU_NO_SUBGROUPS` variable is set, natively).
+pub(super) fn wanted_features(features: wgpu::Features, no_subgroups: bool) -> wgpu::Features {
+    let env_off = cfg!(not(target_arch = "wasm32"))
+        && std::env::var_os("WEFT_WGPU_NO_SUBGROUPS").is_some_and(|v| !v.is_empty() && v != "0");
+    if no_subgroups || env_off {
+        wgpu::Features::empty()
+    } else {
+        features & wgpu::Features::SUBGROUP
+    }
+}
+
+/// Opens adapter `index` (as listed by [`list_adapters`]), or the default high-performance one,
+/// with subgroups where it has them unless `no_subgroups`.
 #[cfg(not(target_arch = "wasm32"))]
-pub(super) fn open(index: Option<usize>) -> Result<Gpu> {
+pub(super) fn open(index: Option<usize>, no_subgroups: bool) -> Result<Gpu> {
     let inst = instance();
     let (i, adapter) = match index {
         Some(i) => {
@@ -117,9 +132,10 @@ pub(super) fn open(index: Option<usize>) -> Result<Gpu> {
     };
     let summary = summary(i, &adapter);
     let limits = adapter.limits();
+    let features = wanted_features(adapter.features(), no_subgroups);
     let desc = wgpu::DeviceDescriptor {
         label: Some("weft"),
-        required_features: wgpu::Features::empty(),
+        required_features: features,
         required_limits: limits.clone(),
         ..Default::default()
     };
@@ -134,5 +150,6 @@ pub(super) fn open(index: Option<usize>) -> Result<Gpu> {
         queue,
         summary,
         limits,
+        subgroups: features.contains(wgpu::Features::SUBGROUP),
     })
 }

@@ -58,6 +58,10 @@ pub struct WgpuOptions {
     /// Matrix-product kernel: None picks by adapter (one row per invocation on CPU adapters,
     /// where barriers are costly; cooperative rows with a workgroup reduction on GPUs).
     pub matmul: Option<MatMulKernel>,
+    /// Never use subgroup operations, even where the adapter has them (also forced natively by
+    /// a non-empty `WEFT_WGPU_NO_SUBGROUPS` other than `0`). Results are bit-identical either
+    /// way: subgroups only take maxima and best indices, whose order does not matter.
+    pub no_subgroups: bool,
 }
 
 /// The two forms of the matrix-product kernel.
@@ -99,7 +103,7 @@ impl WgpuBackend {
     /// `--backend cpu`) when there is no adapter.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new(opts: &WgpuOptions) -> Result<Self> {
-        let gpu = device::open(opts.device_index)?;
+        let gpu = device::open(opts.device_index, opts.no_subgroups)?;
         Ok(Self::with_gpu(gpu, opts))
     }
 
@@ -119,9 +123,10 @@ impl WgpuBackend {
             Some(k) => k == MatMulKernel::RowPerInvocation,
             None => gpu.summary.device_type == "Cpu",
         };
+        let pipelines = Pipelines::new(gpu.subgroups);
         WgpuBackend {
             gpu,
-            pipelines: Pipelines::default(),
+            pipelines,
             weights: Vec::new(),
             caches: Vec::new(),
             pool,
@@ -166,6 +171,11 @@ impl WgpuBackend {
     /// Counts of the last executed step.
     pub fn last_step_stats(&self) -> StepStats {
         self.stats
+    }
+
+    /// Whether the reduction kernels use subgroup operations (see [`WgpuOptions::no_subgroups`]).
+    pub fn uses_subgroups(&self) -> bool {
+        self.pipelines.subgroups()
     }
 
     /// Pipelines compiled so far.

@@ -1,7 +1,7 @@
 //! Opening the backend without blocking (the browser, where WebGPU's adapter and device
 //! requests are promises).
 
-use super::device::{summary, Gpu, NO_ADAPTER};
+use super::device::{summary, wanted_features, Gpu, NO_ADAPTER};
 use super::{WgpuBackend, WgpuOptions};
 use crate::backend::{BackendError, Result};
 
@@ -29,9 +29,10 @@ impl WgpuBackend {
         })?;
         let summary = summary(0, &adapter);
         let limits = adapter.limits();
+        let features = wanted_features(adapter.features(), opts.no_subgroups);
         let desc = wgpu::DeviceDescriptor {
             label: Some("weft"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         };
@@ -47,6 +48,7 @@ impl WgpuBackend {
                 queue,
                 summary,
                 limits,
+                subgroups: features.contains(wgpu::Features::SUBGROUP),
             },
             opts,
         ))

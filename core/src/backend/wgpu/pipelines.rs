@@ -53,10 +53,20 @@ pub(super) fn quant_kind(ty: GgmlType) -> u32 {
 }
 
 impl Kernel {
-    /// (source, entry point).
-    fn source(self) -> (String, &'static str) {
+    /// (source, entry point); `sg`: the reductions use subgroup operations.
+    fn source(self, sg: bool) -> (String, &'static str) {
         use weft_shaders as s;
         let ty = |t: GgmlType| quant_name(t).expect("weights are converted to a kernel type");
+        let reduce = |k: &str| {
+            let src = s::with_reduce(k, sg);
+            // Browsers need the directive; naga (native) rejects it.
+            if sg && cfg!(target_arch = "wasm32") {
+                format!("{}{src}", s::SUBGROUPS_DIRECTIVE)
+            } else {
+                src
+            }
+        };
+        let attention = || reduce(&s::with_exact(&s::with_math(s::ATTENTION)));
         match self {
             Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
             Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
@@ -68,10 +78,10 @@ impl Kernel {
             Kernel::Rope => (s::with_exact(&s::with_math(s::ROPE)), "main"),
             Kernel::KvStoreF16 => (s::KV.into(), "store_f16"),
             Kernel::KvStoreF32 => (s::KV.into(), "store_f32"),
-            Kernel::AttentionF16 => (s::with_exact(&s::with_math(s::ATTENTION)), "attn_f16"),
-            Kernel::AttentionF32 => (s::with_exact(&s::with_math(s::ATTENTION)), "attn_f32"),
-            Kernel::Softmax => (s::with_math(s::SOFTMAX), "main"),
-            Kernel::TopK => (s::TOPK.into(), "main"),
+            Kernel::AttentionF16 => (attention(), "attn_f16"),
+            Kernel::AttentionF32 => (attention(), "attn_f32"),
+            Kernel::Softmax => (reduce(&s::with_math(s::SOFTMAX)), "main"),
+            Kernel::TopK => (reduce(s::TOPK), "main"),
             Kernel::ActQ8_0 => (s::with_exact(s::ACTQUANT), "q8_0"),
             Kernel::ActQ8K => (s::with_exact(s::ACTQUANT), "q8_k"),
         }
@@ -79,16 +89,31 @@ impl Kernel {
 }
 
 /// The pipeline cache.
-#[derive(Default)]
 pub(super) struct Pipelines {
     map: HashMap<Kernel, wgpu::ComputePipeline>,
+    /// Reductions use subgroup operations (the device was opened with `SUBGROUP`).
+    subgroups: bool,
 }
 
 impl Pipelines {
+    /// An empty cache; `subgroups`: build the subgroup variants of the reduction kernels.
+    pub fn new(subgroups: bool) -> Self {
+        Pipelines {
+            map: HashMap::new(),
+            subgroups,
+        }
+    }
+
+    /// Whether the reductions use subgroup operations.
+    pub fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+
     /// The pipeline of `k`, compiled on first use.
     pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> &wgpu::ComputePipeline {
+        let sg = self.subgroups;
         self.map.entry(k).or_insert_with(|| {
-            let (src, entry) = k.source();
+            let (src, entry) = k.source(sg);
             let label = format!("{k:?}");
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
