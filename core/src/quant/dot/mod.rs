@@ -343,29 +343,59 @@ fn rows_simd(
             (Q5_0, true) => avx2_multi::rows_q5_0_q8_0_vnni,
             _ => return 0,
         };
-        const R: usize = avx2_multi::ROWS;
-        let n_rows = w_rows.len() / row_bytes;
-        let mut done = 0;
-        while done + R <= n_rows {
-            let rows: [&[u8]; R] =
-                std::array::from_fn(|k| &w_rows[(done + k) * row_bytes..][..row_bytes]);
-            // SAFETY: features checked; every row and the activation have the checked length.
-            let v = unsafe { f(rows, act, nb) };
-            for (k, v) in v.into_iter().enumerate() {
-                out[(done + k) * n_tok + t] = v;
-            }
-            done += R;
-        }
-        return done;
+        // SAFETY: features checked; `vec_dot_tile` checked every row's and the activation's
+        // length.
+        return unsafe { row_groups(f, w_rows, row_bytes, act, nb, n_tok, t, out) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    {
-        let done = wasm_util::rows(w, w_rows, row_bytes, act, nb, n_tok, t, out);
-        if done > 0 {
-            return done;
-        }
+    if let Some(f) = wasm_util::rows_kernel(w) {
+        // SAFETY: simd128 is on in this build; lengths checked as above.
+        return unsafe { row_groups(f, w_rows, row_bytes, act, nb, n_tok, t, out) };
     }
     0
+}
+
+/// An `R`-row kernel: `R` weight rows dotted with one activation row of `nb` blocks.
+#[cfg(any(
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+type RowGroupFn<const R: usize> = unsafe fn([&[u8]; R], &[u8], usize) -> [f32; R];
+
+/// Runs an `R`-row kernel `f` on activation row `t` over as many whole groups of `R` rows of
+/// `w_rows` as there are, writing `out[r * n_tok + t]`; returns how many rows it filled.
+///
+/// # Safety
+/// `f`'s target features must be present, and every row and `act` must have the lengths `f`
+/// reads for `nb` blocks.
+#[cfg(any(
+    target_arch = "x86_64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
+#[allow(clippy::too_many_arguments)]
+unsafe fn row_groups<const R: usize>(
+    f: RowGroupFn<R>,
+    w_rows: &[u8],
+    row_bytes: usize,
+    act: &[u8],
+    nb: usize,
+    n_tok: usize,
+    t: usize,
+    out: &mut [f32],
+) -> usize {
+    let n_rows = w_rows.len() / row_bytes;
+    let mut done = 0;
+    while done + R <= n_rows {
+        let rows: [&[u8]; R] =
+            std::array::from_fn(|k| &w_rows[(done + k) * row_bytes..][..row_bytes]);
+        // SAFETY: the caller's contract.
+        let v = unsafe { f(rows, act, nb) };
+        for (k, v) in v.into_iter().enumerate() {
+            out[(done + k) * n_tok + t] = v;
+        }
+        done += R;
+    }
+    done
 }
 
 /// Runs the 4-column SIMD kernel over as many whole groups of 4 columns as there are, if

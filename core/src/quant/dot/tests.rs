@@ -5,22 +5,23 @@
 use super::*;
 use crate::quant::{dequantize_to_vec, quantize, quantize_to_vec};
 
-struct Rng(u64);
+/// A small xorshift generator (also used by the wasm simd128 tests).
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
+    pub(super) fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545F4914F6CDD1D)
     }
-    fn uniform(&mut self) -> f32 {
+    pub(super) fn uniform(&mut self) -> f32 {
         (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     }
 }
 
 /// Byte offsets of f16 scale fields, per type (random bits elsewhere are all valid).
-fn f16_fields(ty: GgmlType) -> &'static [usize] {
+pub(super) fn f16_fields(ty: GgmlType) -> &'static [usize] {
     use GgmlType::*;
     match ty {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL | IQ4_XS => &[0],
@@ -51,7 +52,7 @@ fn random_row(ty: GgmlType, n: usize, rng: &mut Rng) -> Vec<u8> {
     row
 }
 
-fn activation(n: usize, rng: &mut Rng) -> Vec<f32> {
+pub(super) fn activation(n: usize, rng: &mut Rng) -> Vec<f32> {
     (0..n)
         .map(|i| rng.uniform() * if i % 97 == 0 { 30.0 } else { 1.0 })
         .collect()

@@ -4,23 +4,12 @@
 
 use wasm_bindgen_test::wasm_bindgen_test;
 
+use super::tests::{activation, f16_fields, Rng};
 use super::*;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545F4914F6CDD1D)
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn f16(&mut self, scale: f32) -> [u8; 2] {
-        half::f16::from_f32(self.uniform() * scale).to_le_bytes()
-    }
+/// Little-endian bytes of a random finite f16 in (-scale, scale).
+fn f16_bytes(rng: &mut Rng, scale: f32) -> [u8; 2] {
+    half::f16::from_f32(rng.uniform() * scale).to_le_bytes()
 }
 
 /// The weight types with simd128 kernels.
@@ -36,44 +25,26 @@ const TYPES: [GgmlType; 9] = [
     GgmlType::Q6_K,
 ];
 
-/// Byte offsets of the f16 fields of a weight block (random bits elsewhere are all valid).
-fn f16_fields(ty: GgmlType) -> &'static [usize] {
-    use GgmlType::*;
-    match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL => &[0],
-        Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
-        Q6_K => &[208],
-        _ => unreachable!("{ty}"),
-    }
-}
-
 /// `nb` blocks of random bytes of type `ty` with finite f16 (and Q8_K f32) scales.
 fn random_blocks(ty: GgmlType, nb: usize, rng: &mut Rng) -> Vec<u8> {
     let size = ty.type_size();
     let mut row: Vec<u8> = (0..nb * size).map(|_| rng.next_u64() as u8).collect();
     for block in row.chunks_mut(size) {
         match ty {
-            GgmlType::Q8_0 => block[0..2].copy_from_slice(&rng.f16(0.05)),
+            GgmlType::Q8_0 => block[0..2].copy_from_slice(&f16_bytes(rng, 0.05)),
             GgmlType::Q8_1 => {
-                block[0..2].copy_from_slice(&rng.f16(0.05));
-                block[2..4].copy_from_slice(&rng.f16(3.0));
+                block[0..2].copy_from_slice(&f16_bytes(rng, 0.05));
+                block[2..4].copy_from_slice(&f16_bytes(rng, 3.0));
             }
             GgmlType::Q8_K => block[0..4].copy_from_slice(&(rng.uniform() * 0.05).to_le_bytes()),
             _ => {
                 for &off in f16_fields(ty) {
-                    block[off..off + 2].copy_from_slice(&rng.f16(0.01));
+                    block[off..off + 2].copy_from_slice(&f16_bytes(rng, 0.01));
                 }
             }
         }
     }
     row
-}
-
-/// Activations with a few large outliers, as real hidden states have.
-fn activation(n: usize, rng: &mut Rng) -> Vec<f32> {
-    (0..n)
-        .map(|i| rng.uniform() * if i % 97 == 0 { 30.0 } else { 1.0 })
-        .collect()
 }
 
 /// Sets every quant of activation blocks of type `at` to 64..=127, so block sums are large

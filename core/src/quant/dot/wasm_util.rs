@@ -8,7 +8,7 @@
 
 use core::arch::wasm32::*;
 
-use super::wasm_rows::{self, RowsFn, ROWS};
+use super::wasm_rows::{self, RowsFn};
 use super::{wasm_act, wasm_kquant, wasm_legacy, KernelFn};
 use crate::dtype::GgmlType;
 
@@ -39,38 +39,6 @@ pub(super) fn rows_kernel(w: GgmlType) -> Option<RowsFn> {
         Q8_0 => wasm_rows::rows_q8_0_q8_0,
         _ => return None,
     })
-}
-
-/// Runs the 4-row kernel for `w` (if any) on activation row `t` over as many whole groups of
-/// 4 rows of `w_rows` as there are, writing `out[r * n_tok + t]`; returns how many rows it
-/// filled. Lengths were checked by the caller (`vec_dot_tile`).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn rows(
-    w: GgmlType,
-    w_rows: &[u8],
-    row_bytes: usize,
-    act: &[u8],
-    nb: usize,
-    n_tok: usize,
-    t: usize,
-    out: &mut [f32],
-) -> usize {
-    let Some(f) = rows_kernel(w) else {
-        return 0;
-    };
-    let n_rows = w_rows.len() / row_bytes;
-    let mut done = 0;
-    while done + ROWS <= n_rows {
-        let rows: [&[u8]; ROWS] =
-            std::array::from_fn(|k| &w_rows[(done + k) * row_bytes..][..row_bytes]);
-        // SAFETY: simd128 is on in this build; every row and `act` have the checked length.
-        let v = unsafe { f(rows, act, nb) };
-        for (k, v) in v.into_iter().enumerate() {
-            out[(done + k) * n_tok + t] = v;
-        }
-        done += ROWS;
-    }
-    done
 }
 
 /// Quantizes `x` into `dst` as Q8_0, Q8_1 or Q8_K with simd128 (bit-identical to `act.rs`);
