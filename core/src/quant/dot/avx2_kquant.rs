@@ -16,13 +16,7 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
         let ba = py.add(i * 292);
         let da = f32_at(ba);
         let (sc, mn) = scale_min_words(bw.add(4));
-        // sum_j m_j * (bsum[2j] + bsum[2j + 1]): pair the 16 sums, then multiply-add by mins.
-        let pairs = _mm_hadd_epi16(
-            _mm_loadu_si128(ba.add(260) as *const __m128i),
-            _mm_loadu_si128(ba.add(276) as *const __m128i),
-        );
-        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
-        let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
+        let summ = k_min_sum(ba, mn);
         let mut acc = _mm256_setzero_si256();
         for c in 0..4 {
             let raw = _mm256_loadu_si256(bw.add(16 + 32 * c) as *const __m256i);
@@ -46,8 +40,6 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
     let (px, py) = (x.as_ptr(), y.as_ptr());
-    let low = _mm256_set1_epi8(0x0F);
-    let two = _mm256_set1_epi8(0x03);
     let picks = q6_k_scale_picks();
     let mut sum = 0f32;
     for i in 0..nb {
@@ -67,24 +59,8 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
             } else {
                 _mm256_permute2x128_si256(sc16, sc16, 0x11)
             };
-            let ql = bw.add(64 * h);
-            let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
-            let l0 = _mm256_loadu_si256(ql as *const __m256i);
-            let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-            let nib = [
-                _mm256_and_si256(l0, low),
-                _mm256_and_si256(l1, low),
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
-            ];
-            let high = [
-                _mm256_and_si256(qh, two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 2), two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 4), two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 6), two),
-            ];
-            for s in 0..4 {
-                let q = _mm256_or_si256(nib[s], _mm256_slli_epi16(high[s], 4));
+            let quants = q6_k_half(bw, h);
+            for (s, q) in quants.into_iter().enumerate() {
                 let a = _mm256_loadu_si256(ba.add(4 + 128 * h + 32 * s) as *const __m256i);
                 let sc = _mm256_shuffle_epi8(half, picks[s]);
                 // u6 * i8 pairs fit i16 (2 * 63 * 127).
@@ -109,12 +85,7 @@ pub(super) unsafe fn q5_k_q8_k(x: &[u8], y: &[u8], nb: usize) -> f32 {
         let ba = py.add(i * 292);
         let da = f32_at(ba);
         let (sc, mn) = scale_min_words(bw.add(4));
-        let pairs = _mm_hadd_epi16(
-            _mm_loadu_si128(ba.add(260) as *const __m128i),
-            _mm_loadu_si128(ba.add(276) as *const __m128i),
-        );
-        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
-        let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
+        let summ = k_min_sum(ba, mn);
         // Byte l of qh holds the fifth bit of element l of every sub-block j in bit j.
         let qh = _mm256_loadu_si256(bw.add(16) as *const __m256i);
         let mut acc = _mm256_setzero_si256();

@@ -83,7 +83,6 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     for i in 0..nb {
         let bw = px.add(i * 144);
         let (sc, mn) = scale_min_words(bw.add(4));
-        let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
         let (dw, dminw) = (f16_at(bw), f16_at(bw.add(2)));
         let mut acc = [_mm256_setzero_si256(); COLS];
         for c in 0..4 {
@@ -104,11 +103,7 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
         for k in 0..COLS {
             let ba = py[k].add(i * 292);
             let da = f32_at(ba);
-            let pairs = _mm_hadd_epi16(
-                _mm_loadu_si128(ba.add(260) as *const __m128i),
-                _mm_loadu_si128(ba.add(276) as *const __m128i),
-            );
-            let summ = hsum_epi32_128(_mm_madd_epi16(pairs, mins));
+            let summ = k_min_sum(ba, mn);
             let sumi = hsum_epi32(acc[k]);
             sum[k] += da * dw * sumi as f32 - da * dminw * summ as f32;
         }
@@ -120,8 +115,6 @@ pub(super) unsafe fn q4_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
 pub(super) unsafe fn q6_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
-    let low = _mm256_set1_epi8(0x0F);
-    let two = _mm256_set1_epi8(0x03);
     let picks = q6_k_scale_picks();
     let mut sum = [0f32; COLS];
     for i in 0..nb {
@@ -134,24 +127,8 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
             } else {
                 _mm256_permute2x128_si256(sc16, sc16, 0x11)
             };
-            let ql = bw.add(64 * h);
-            let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
-            let l0 = _mm256_loadu_si256(ql as *const __m256i);
-            let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-            let nib = [
-                _mm256_and_si256(l0, low),
-                _mm256_and_si256(l1, low),
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
-            ];
-            let high = [
-                _mm256_and_si256(qh, two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 2), two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 4), two),
-                _mm256_and_si256(_mm256_srli_epi16(qh, 6), two),
-            ];
-            for s in 0..4 {
-                let q = _mm256_or_si256(nib[s], _mm256_slli_epi16(high[s], 4));
+            let quants = q6_k_half(bw, h);
+            for (s, q) in quants.into_iter().enumerate() {
                 let sc = _mm256_shuffle_epi8(half, picks[s]);
                 for k in 0..COLS {
                     let a = py[k].add(i * 292 + 4 + 128 * h + 32 * s);
@@ -207,158 +184,68 @@ unsafe fn rows_q8_0(
     acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
 }
 
+/// Signed weight bytes of a Q8_0 block.
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        34,
-        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| dot_u8_i8(u, s),
-    )
+unsafe fn q8_0_quants(b: *const u8) -> __m256i {
+    _mm256_loadu_si256(b.add(2) as *const __m256i)
 }
 
+/// Signed weight bytes of a Q4_0 block (nibbles minus 8).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q8_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        34,
-        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
+unsafe fn q4_0_quants(b: *const u8) -> __m256i {
+    _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8))
 }
 
+/// Signed weight bytes of a Q5_0 block (nibbles with the fifth bit, minus 16).
+#[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q8_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        34,
-        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| dot_u8_i8(u, s),
-    )
+unsafe fn q5_0_quants(b: *const u8) -> __m256i {
+    let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
+    _mm256_or_si256(nibbles_32(b.add(6)), clear)
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q8_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        34,
-        |b| _mm256_loadu_si256(b.add(2) as *const __m256i),
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
+/// The four kernels of a type dotted with Q8_0 activations: 1 row × 4 activations and 4 rows
+/// × 1 activation, each with the plain AVX2 and the AVX-VNNI byte dot (same bits).
+macro_rules! q8_0_kernels {
+    ($size:expr, $quants:ident => $multi:ident, $multi_vnni:ident, $rows:ident, $rows_vnni:ident) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $multi(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+            with_q8_0(x, ys, nb, $size, |b| $quants(b), |u, s| dot_u8_i8(u, s))
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $multi_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
+            with_q8_0(
+                x,
+                ys,
+                nb,
+                $size,
+                |b| $quants(b),
+                |u, s| dot_u8_i8_vnni(u, s),
+            )
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $rows(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+            rows_q8_0(xs, y, nb, $size, |b| $quants(b), |u, s| dot_u8_i8(u, s))
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $rows_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
+            rows_q8_0(
+                xs,
+                y,
+                nb,
+                $size,
+                |b| $quants(b),
+                |u, s| dot_u8_i8_vnni(u, s),
+            )
+        }
+    };
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        18,
-        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| dot_u8_i8(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        18,
-        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q4_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        18,
-        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| dot_u8_i8(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q4_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        18,
-        |b| _mm256_sub_epi8(nibbles_32(b.add(2)), _mm256_set1_epi8(8)),
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_q8_0(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        22,
-        |b| {
-            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(nibbles_32(b.add(6)), clear)
-        },
-        |u, s| dot_u8_i8(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_0_q8_0_vnni(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
-    with_q8_0(
-        x,
-        ys,
-        nb,
-        22,
-        |b| {
-            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(nibbles_32(b.add(6)), clear)
-        },
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q5_0_q8_0(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        22,
-        |b| {
-            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(nibbles_32(b.add(6)), clear)
-        },
-        |u, s| dot_u8_i8(u, s),
-    )
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_q5_0_q8_0_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-    rows_q8_0(
-        xs,
-        y,
-        nb,
-        22,
-        |b| {
-            let clear = _mm256_andnot_si256(bits_to_bytes_32(b.add(2)), _mm256_set1_epi8(-16));
-            _mm256_or_si256(nibbles_32(b.add(6)), clear)
-        },
-        |u, s| dot_u8_i8_vnni(u, s),
-    )
-}
+q8_0_kernels!(34, q8_0_quants => q8_0_q8_0, q8_0_q8_0_vnni, rows_q8_0_q8_0, rows_q8_0_q8_0_vnni);
+q8_0_kernels!(18, q4_0_quants => q4_0_q8_0, q4_0_q8_0_vnni, rows_q4_0_q8_0, rows_q4_0_q8_0_vnni);
+q8_0_kernels!(22, q5_0_quants => q5_0_q8_0, q5_0_q8_0_vnni, rows_q5_0_q8_0, rows_q5_0_q8_0_vnni);

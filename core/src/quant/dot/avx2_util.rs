@@ -125,6 +125,45 @@ pub(super) unsafe fn scale_min_words(p: *const u8) -> (u64, u64) {
     )
 }
 
+/// Σ_j m_j · (bsum[2j] + bsum[2j + 1]) of a Q4_K / Q5_K block: the 16 Q8_K group sums of
+/// the activation block `ba` paired, times the 8 mins (bytes of `mn`, from `scale_min_words`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn k_min_sum(ba: *const u8, mn: u64) -> i32 {
+    let pairs = _mm_hadd_epi16(
+        _mm_loadu_si128(ba.add(260) as *const __m128i),
+        _mm_loadu_si128(ba.add(276) as *const __m128i),
+    );
+    let mins = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+    hsum_epi32_128(_mm_madd_epi16(pairs, mins))
+}
+
+/// The unsigned six-bit quants (0..64) of half `h` of the Q6_K block `bw`, as the four
+/// 32-element groups s = 0..4 of that half (elements 128h + 32s ..).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6_k_half(bw: *const u8, h: usize) -> [__m256i; 4] {
+    let low = _mm256_set1_epi8(0x0F);
+    let two = _mm256_set1_epi8(0x03);
+    let ql = bw.add(64 * h);
+    let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
+    let l0 = _mm256_loadu_si256(ql as *const __m256i);
+    let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
+    let nib = [
+        _mm256_and_si256(l0, low),
+        _mm256_and_si256(l1, low),
+        _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
+        _mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+    ];
+    let mut q = [_mm256_setzero_si256(); 4];
+    for (s, q) in q.iter_mut().enumerate() {
+        let shift = _mm_cvtsi32_si128(2 * s as i32);
+        let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), two);
+        *q = _mm256_or_si256(nib[s], _mm256_slli_epi16(high, 4));
+    }
+    q
+}
+
 /// Horizontal sum of 4 i32 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -137,27 +137,12 @@ unsafe fn fill_q4_k(bw: *const u8, rec: *mut Line) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn fill_q6_k(bw: *const u8, rec: *mut Line) {
-    let low = _mm256_set1_epi8(0x0F);
-    let two = _mm256_set1_epi8(0x03);
     let ones = _mm256_set1_epi8(1);
     let scale = |g: usize| *bw.add(192 + g) as i8 as i16;
     let q = rec as *mut u8;
     let mut c = _mm256_setzero_si256();
     for h in 0..2 {
-        let ql = bw.add(64 * h);
-        let qh = _mm256_loadu_si256(bw.add(128 + 32 * h) as *const __m256i);
-        let l0 = _mm256_loadu_si256(ql as *const __m256i);
-        let l1 = _mm256_loadu_si256(ql.add(32) as *const __m256i);
-        let nib = [
-            _mm256_and_si256(l0, low),
-            _mm256_and_si256(l1, low),
-            _mm256_and_si256(_mm256_srli_epi16(l0, 4), low),
-            _mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
-        ];
-        for (s, nib) in nib.into_iter().enumerate() {
-            let shift = _mm_cvtsi32_si128(2 * s as i32);
-            let high = _mm256_and_si256(_mm256_srl_epi16(qh, shift), two);
-            let u = _mm256_or_si256(nib, _mm256_slli_epi16(high, 4));
+        for (s, u) in q6_k_half(bw, h).into_iter().enumerate() {
             let v = _mm256_sub_epi8(u, _mm256_set1_epi8(32));
             // Elements 128h + 32s .. + 32: groups 8h + 2s (low 16) and 8h + 2s + 1.
             _mm256_storeu_si256(q.add(128 * h + 32 * s) as *mut __m256i, v);
