@@ -7,15 +7,12 @@ import sys
 import ollama
 import requests
 
+from common import check
+
 base, model = sys.argv[1], sys.argv[2]
 client = ollama.Client(host=base, timeout=600)
 MSG = [{"role": "user", "content": "Name three colors."}]
 OPTS = {"num_predict": 8, "temperature": 0}
-
-
-def check(name, cond, detail=""):
-    assert cond, f"{name}: {detail}"
-    print(f"ok {name}")
 
 
 names = [m.model for m in client.list().models]

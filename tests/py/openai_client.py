@@ -9,15 +9,12 @@ import sys
 import openai
 import requests
 
+from common import check, openai_client
+
 base, model = sys.argv[1], sys.argv[2]
-client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=600)
+client = openai_client(base, 600)
 MSG = [{"role": "user", "content": "Name three colors."}]
 N = 8
-
-
-def check(name, cond, detail=""):
-    assert cond, f"{name}: {detail}"
-    print(f"ok {name}")
 
 
 # Models.

@@ -13,24 +13,12 @@ import sys
 
 import openai
 
-base, model = sys.argv[1], sys.argv[2]
-client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=900)
+from common import check, openai_client, weather_tool
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a given city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "The city name, e.g. Paris"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["city", "unit"],
-        },
-    },
-}
+base, model = sys.argv[1], sys.argv[2]
+client = openai_client(base, 900)
+
+WEATHER = weather_tool(["city", "unit"])
 FLIGHT = {
     "type": "function",
     "function": {
@@ -58,11 +46,6 @@ SCHEMAS = {t["function"]["name"]: t["function"].get("parameters", {"type": "obje
 JOKE = [{"role": "user", "content": "Tell me a short joke about cats."}]
 HELLO = [{"role": "user", "content": "Say hello."}]
 TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
-
-
-def check(name, cond, detail=""):
-    assert cond, f"{name}: {detail}"
-    print(f"ok {name}")
 
 
 def conforms(v, s):

@@ -11,31 +11,14 @@ import sys
 import ollama
 import openai
 
+from common import check, openai_client, weather_tool
+
 base, model = sys.argv[1], sys.argv[2]
-client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=900)
+client = openai_client(base, 900)
 oll = ollama.Client(host=base, timeout=900)
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a given city",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "The city name, e.g. Paris"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["city"],
-        },
-    },
-}
+WEATHER = weather_tool(["city"])
 ASK = [{"role": "user", "content": "What is the weather like in Paris right now?"}]
-
-
-def check(name, cond, detail=""):
-    assert cond, f"{name}: {detail}"
-    print(f"ok {name}")
 
 
 def check_weather_args(name, args):
