@@ -43,6 +43,32 @@ pub struct Weight {
     pub rows: usize,
 }
 
+impl Weight {
+    /// Where weight `name` lies in `file`: the handle fields but `id` (set by the backend that
+    /// loads it) and the byte range of its data, checked to lie inside the file.
+    pub(crate) fn locate(file: &ModelFile, name: &str) -> Result<(Weight, std::ops::Range<usize>)> {
+        let info = file
+            .gguf
+            .tensor(name)
+            .ok_or_else(|| BackendError::MissingTensor(name.to_string()))?;
+        let range = file.gguf.tensor_range(info);
+        let range = range.start as usize..range.end as usize;
+        if range.end > file.bytes().len() {
+            return Err(BackendError::BadTensor {
+                name: name.to_string(),
+                message: "data lies outside the file".into(),
+            });
+        }
+        let w = Weight {
+            id: 0,
+            ty: info.ty,
+            cols: info.dims.first().copied().unwrap_or(1) as usize,
+            rows: info.n_rows() as usize,
+        };
+        Ok((w, range))
+    }
+}
+
 /// A key/value cache owned by a backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvCacheId(pub u32);

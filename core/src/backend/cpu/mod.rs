@@ -121,32 +121,24 @@ impl Backend for CpuBackend {
     }
 
     fn load_weight(&mut self, file: &Arc<ModelFile>, name: &str) -> Result<Weight> {
-        let info = file
-            .gguf
-            .tensor(name)
-            .ok_or_else(|| BackendError::MissingTensor(name.to_string()))?;
-        let cols = info.dims.first().copied().unwrap_or(1) as usize;
-        let rows = info.n_rows() as usize;
-        let range = file.gguf.tensor_range(info);
+        let (handle, range) = Weight::locate(file, name)?;
         let mut w = CpuWeight {
             name: name.to_string(),
             file: file.clone(),
-            start: range.start as usize,
-            len: (range.end - range.start) as usize,
-            ty: info.ty,
-            cols,
-            rows,
+            start: range.start,
+            len: range.len(),
+            ty: handle.ty,
+            cols: handle.cols,
+            rows: handle.rows,
             vector: None,
         };
-        if rows == 1 {
+        if handle.rows == 1 {
             w.vector = Some(matmul::to_f32_vec(&w.view())?);
         }
         self.weights.push(w);
         Ok(Weight {
             id: self.weights.len() as u32 - 1,
-            ty: info.ty,
-            cols,
-            rows,
+            ..handle
         })
     }
 

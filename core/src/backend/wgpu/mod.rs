@@ -197,35 +197,20 @@ impl Backend for WgpuBackend {
     }
 
     fn load_weight(&mut self, file: &Arc<ModelFile>, name: &str) -> Result<Weight> {
-        let info = file
-            .gguf
-            .tensor(name)
-            .ok_or_else(|| BackendError::MissingTensor(name.to_string()))?;
-        let cols = info.dims.first().copied().unwrap_or(1) as usize;
-        let rows = info.n_rows() as usize;
-        let range = file.gguf.tensor_range(info);
-        let bytes = file
-            .bytes()
-            .get(range.start as usize..range.end as usize)
-            .ok_or_else(|| BackendError::BadTensor {
-                name: name.to_string(),
-                message: "data lies outside the file".into(),
-            })?;
+        let (handle, range) = Weight::locate(file, name)?;
         let w = GpuWeight::upload(
             &self.gpu.device,
             name,
-            info.ty,
-            cols,
-            rows,
-            bytes,
+            handle.ty,
+            handle.cols,
+            handle.rows,
+            &file.bytes()[range],
             self.max_chunk,
         )?;
         self.weights.push(w);
         Ok(Weight {
             id: self.weights.len() as u32 - 1,
-            ty: info.ty,
-            cols,
-            rows,
+            ..handle
         })
     }
 
