@@ -223,7 +223,9 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel
     // GPUs: more than two 16-token tiles, the last ragged), in shuffled order. With 67 rows
     // the tiled kernel's second 64-row tile is ragged; K = 96 (three units) leaves its
     // 4-unit K step partial.
-    let long: Vec<u32> = (0..40).map(|_| (rng.next_u64() % n_in as u64) as u32).collect();
+    let long: Vec<u32> = (0..40)
+        .map(|_| (rng.next_u64() % n_in as u64) as u32)
+        .collect();
     for tokens in [vec![5u32], vec![3, 0, 15, 7, 7, 1, 9, 2, 12, 4, 11], long] {
         let n = tokens.len();
         let mut g = Graph::new(n);

@@ -73,9 +73,7 @@ fn every_entry_point_fits_webgpu_default_limits() {
             let bytes: u32 = module
                 .global_variables
                 .iter()
-                .filter(|(h, g)| {
-                    g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty()
-                })
+                .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
                 .map(|(_, g)| module.types[g.ty].inner.size(module.to_ctx()).div_ceil(16) * 16)
                 .sum();
             assert!(bytes <= 16384, "{name}/{}: {bytes} bytes", ep.name);
