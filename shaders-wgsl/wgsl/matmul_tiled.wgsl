@@ -210,13 +210,16 @@ fn tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index)
         return;
     }
     let out0 = (t0 + tb) * p.out_stride + p.row0 + row0 + r;
-    for (var j = 0u; j < nj; j++) {
-        var v: f32;
-        if (QKIND == 1u) {
-            v = lanes_total(acc0[2u * j], acc0[2u * j + 1u], acc1[2u * j], acc1[2u * j + 1u], m0[j], m1[j]);
-        } else {
-            v = sums[j];
+    // A constant trip count (as every loop over j): unrolled, the accumulators are registers.
+    for (var j = 0u; j < TPI; j++) {
+        if (j < nj) {
+            var v: f32;
+            if (QKIND == 1u) {
+                v = lanes_total(acc0[2u * j], acc0[2u * j + 1u], acc1[2u * j], acc1[2u * j + 1u], m0[j], m1[j]);
+            } else {
+                v = sums[j];
+            }
+            y[out0 + j * p.out_stride] = v;
         }
-        y[out0 + j * p.out_stride] = v;
     }
 }
