@@ -102,11 +102,13 @@ const PRODUCT_TYPES: &[GgmlType] = &[
 ];
 
 fn cols_for(ty: GgmlType) -> usize {
-    // K-quants need whole 256-blocks; the others get K = 96, not a multiple of 256 (or 64).
+    // K-quants need whole 256-blocks (512: the tiled kernel's 4-unit K steps cross a block
+    // boundary); the others get K = 288, nine 32-element units: not a multiple of 256 or 64,
+    // and two whole K steps of the tiled kernel then a partial one.
     if ty.block_size() == 256 {
         512
     } else {
-        96
+        288
     }
 }
 
@@ -221,8 +223,7 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel
     }
     // 1 token (decode), 11 tokens (not a multiple of the 8-token tile) and 40 (prefill on
     // GPUs: more than two 16-token tiles, the last ragged), in shuffled order. With 67 rows
-    // the tiled kernel's second 64-row tile is ragged; K = 96 (three units) leaves its
-    // 4-unit K step partial.
+    // the tiled kernel's second 64-row tile is ragged.
     let long: Vec<u32> = (0..40)
         .map(|_| (rng.next_u64() % n_in as u64) as u32)
         .collect();
