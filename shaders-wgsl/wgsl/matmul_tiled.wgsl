@@ -13,10 +13,14 @@
 // backend's — bit for bit. Integer dots are exact in any order (dot4I8Packed).
 //
 // Tile shape: 64 rows × 16 tokens, each invocation one row × 4 tokens (one row's weight words
-// serve four tokens, the activation words are the same across a row-group and broadcast);
+// serve four tokens; the 64 invocations of a token group read the same activation words, a
+// broadcast);
 // a K step of 4 units (128 elements: two block parities, half a K block). Workgroup memory
 // 13568 bytes (the arrays below), under WebGPU's default 16384; 256 invocations, WebGPU's
-// default maximum. Float weights (QKIND 0) keep `main`.
+// default maximum. Why not 32 × 32: prompts of tens of tokens and batches of decode rows
+// would leave most of a 32-token tile idle, and 64 rows read each activation unit half as
+// often (x holds f32 quants, 4 bytes an element: the larger stream per staged element).
+// Float weights (QKIND 0) keep `main`.
 
 const RT: u32 = 64u;  // weight rows per tile
 const TT: u32 = 16u;  // tokens per tile
