@@ -102,11 +102,13 @@ const PRODUCT_TYPES: &[GgmlType] = &[
 ];
 
 fn cols_for(ty: GgmlType) -> usize {
-    // K-quants need whole 256-blocks; the others get K = 96, not a multiple of 256 (or 64).
+    // K-quants need whole 256-blocks (512: the tiled kernel's 4-unit K steps cross a block
+    // boundary); the others get K = 288, nine 32-element units: not a multiple of 256 or 64,
+    // and two whole K steps of the tiled kernel then a partial one.
     if ty.block_size() == 256 {
         512
     } else {
-        96
+        288
     }
 }
 
@@ -219,8 +221,13 @@ fn product_case(ty: GgmlType, max_chunk_bytes: Option<u64>, matmul: MatMulKernel
             "{ty}: the weight should be split"
         );
     }
-    // 1 token (decode) and 11 tokens (not a multiple of the 8-token tile), in shuffled order.
-    for tokens in [vec![5u32], vec![3, 0, 15, 7, 7, 1, 9, 2, 12, 4, 11]] {
+    // 1 token (decode), 11 tokens (not a multiple of the 8-token tile) and 40 (prefill on
+    // GPUs: more than two 16-token tiles, the last ragged), in shuffled order. With 67 rows
+    // the tiled kernel's second 64-row tile is ragged.
+    let long: Vec<u32> = (0..40)
+        .map(|_| (rng.next_u64() % n_in as u64) as u32)
+        .collect();
+    for tokens in [vec![5u32], vec![3, 0, 15, 7, 7, 1, 9, 2, 12, 4, 11], long] {
         let n = tokens.len();
         let mut g = Graph::new(n);
         let x = g.embed(xw, 1.0);
@@ -255,9 +262,13 @@ fn products_of_every_type_match() {
 
 #[test]
 fn products_of_split_weights_match() {
-    // Chunks of at most 2 KiB (one activation row of 512 f32 fits): every weight is spread over several buffers.
-    for &ty in &[GgmlType::Q4_0, GgmlType::Q6_K, GgmlType::F16] {
+    // Chunks of at most 2 KiB (one activation row of 512 f32 fits): every weight is spread
+    // over several buffers. Every type with the cooperative and tiled kernels (each chunk's
+    // `row0` places its row tiles), a few with one row per invocation.
+    for &ty in PRODUCT_TYPES {
         product_case(ty, Some(2048), MatMulKernel::Cooperative);
+    }
+    for &ty in &[GgmlType::Q4_0, GgmlType::Q6_K, GgmlType::F16] {
         product_case(ty, Some(2048), MatMulKernel::RowPerInvocation);
     }
 }

@@ -8,7 +8,7 @@ mod wgpu_support;
 use std::sync::Arc;
 use std::time::Instant;
 
-use weft_core::backend::wgpu::WgpuOptions;
+use weft_core::backend::wgpu::{MatMulKernel, WgpuOptions};
 use weft_core::backend::{Backend, Graph, KvCacheSpec, KvDtype, Readback, StepBatch};
 use weft_core::gguf::ModelFile;
 use weft_core::test_support::model_path;
@@ -18,7 +18,18 @@ const PROMPT: usize = 32;
 
 fn run(key: &str) {
     let Some(path) = model_path(key) else { return };
-    let Some(mut be) = wgpu_support::backend(&WgpuOptions::default()) else {
+    // WEFT_WGPU_MATMUL=cooperative|rows forces the product kernels (to time the GPU kernels
+    // on a CPU adapter, or the reverse); by default the adapter's kind picks.
+    let matmul = match std::env::var("WEFT_WGPU_MATMUL").as_deref() {
+        Ok("cooperative") => Some(MatMulKernel::Cooperative),
+        Ok("rows") => Some(MatMulKernel::RowPerInvocation),
+        _ => None,
+    };
+    let opts = WgpuOptions {
+        matmul,
+        ..Default::default()
+    };
+    let Some(mut be) = wgpu_support::backend(&opts) else {
         return;
     };
     let file = Arc::new(ModelFile::open(&path).unwrap());
@@ -48,6 +59,7 @@ fn run(key: &str) {
     let t = Instant::now();
     let out = be.execute(&g, &batch).unwrap();
     let prefill_secs = t.elapsed().as_secs_f64();
+    let prefill_dispatches = be.last_step_stats().dispatches;
     let Readback::TopK { ids, .. } = &out[0] else {
         panic!("expected top-k")
     };
@@ -111,7 +123,8 @@ fn run(key: &str) {
     );
     eprintln!(
         "{key} on {} ({}): {} dispatches, {} copies per decode token; {:.2} tokens/s over \
-         the last {} steps; prefill of {PROMPT} tokens {:.2} tokens/s",
+         the last {} steps; prefill of {PROMPT} tokens {:.2} tokens/s, {prefill_dispatches} \
+         dispatches ({matmul:?} products)",
         be.adapter().name,
         be.adapter().backend,
         stats.dispatches,

@@ -6,6 +6,9 @@
 
 /// Fused dequantize + matrix product (decode matrix-vector and prefill token tiles).
 pub const MATMUL: &str = include_str!("../wgsl/matmul.wgsl");
+/// Workgroup-memory tiles of weight rows × tokens for prefill on GPUs (entry point `tiled`);
+/// appended to [`MATMUL`] (see [`matmul_tiled`]).
+pub const MATMUL_TILED: &str = include_str!("../wgsl/matmul_tiled.wgsl");
 /// Embedding gather from a (quantized) table.
 pub const EMBED: &str = include_str!("../wgsl/embed.wgsl");
 /// Dequantizers of every supported weight type (appended to `MATMUL` / `EMBED`).
@@ -106,6 +109,11 @@ pub fn with_quant(kernel: &str, ty: &str) -> String {
     )
 }
 
+/// The tiled prefill product ([`MATMUL`] with [`MATMUL_TILED`]) for weights of type `ty`.
+pub fn matmul_tiled(ty: &str) -> String {
+    with_quant(&format!("{MATMUL}\n{MATMUL_TILED}"), ty)
+}
+
 /// `kernel` with the correctly rounded integer arithmetic of `exact.wgsl` appended.
 pub fn with_exact(kernel: &str) -> String {
     format!("{kernel}\n{EXACT}")
@@ -139,6 +147,7 @@ pub fn all_modules() -> Vec<(String, String)> {
     let mut v = Vec::new();
     for ty in QUANT_TYPES {
         v.push((format!("matmul/{ty}"), with_quant(MATMUL, ty)));
+        v.push((format!("matmul_tiled/{ty}"), matmul_tiled(ty)));
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
     for (name, src) in [

@@ -5,11 +5,11 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 #[test]
 fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
-    // 9 weight types × (matmul, embed) + 5 other kernel families + 3 with reductions, each
+    // 9 weight types × (matmul, matmul_tiled, embed) + 5 other kernel families + 3 with reductions, each
     // without and with subgroups.
     assert_eq!(
         modules.len(),
-        2 * weft_shaders::QUANT_TYPES.len() + 5 + 2 * 3
+        3 * weft_shaders::QUANT_TYPES.len() + 5 + 2 * 3
     );
     let mut failures = Vec::new();
     for (name, src) in &modules {
@@ -52,5 +52,31 @@ fn every_wgsl_file_is_used() {
             "{} is not part of any validated module",
             path.display()
         );
+    }
+}
+
+#[test]
+fn every_entry_point_fits_webgpu_default_limits() {
+    // WebGPU's defaults (any adapter has at least these): 256 invocations per workgroup and
+    // 16384 bytes of workgroup storage, counted as the variables an entry point uses, each
+    // rounded up to 16 bytes.
+    for (name, src) in weft_shaders::all_modules() {
+        let module = naga::front::wgsl::parse_str(&src).unwrap();
+        let caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::SUBGROUP;
+        let info = Validator::new(ValidationFlags::all(), caps)
+            .validate(&module)
+            .unwrap();
+        for (i, ep) in module.entry_points.iter().enumerate() {
+            let invocations: u32 = ep.workgroup_size.iter().product();
+            assert!(invocations <= 256, "{name}/{}: {invocations}", ep.name);
+            let uses = info.get_entry_point(i);
+            let bytes: u32 = module
+                .global_variables
+                .iter()
+                .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
+                .map(|(_, g)| module.types[g.ty].inner.size(module.to_ctx()).div_ceil(16) * 16)
+                .sum();
+            assert!(bytes <= 16384, "{name}/{}: {bytes} bytes", ep.name);
+        }
     }
 }

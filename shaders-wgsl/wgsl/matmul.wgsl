@@ -5,7 +5,8 @@
 // rows stay in cache across tokens; for decode (one token) this is the matrix-vector product.
 // Weights stay quantized in GPU memory and are read in 32-element units (see quant.wgsl).
 // Weight rows are bound in chunks (tensors larger than one binding are split by rows); `row0`
-// places a chunk's rows in the output.
+// places a chunk's rows in the output. Prefill on GPUs with quantized weights takes the tiled
+// kernel of matmul_tiled.wgsl (appended to this file), with the same results.
 //
 // Quantized weights (QKIND 1-3) are dotted with quantized activations (actquant.wgsl: integer
 // quants, and per 32 elements the block scale and Q8_1 sum) in the CPU backend's arithmetic,
@@ -297,20 +298,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 }
 
+// The weight row and token tile of an invocation of `per_row` / `per_row_tile` (the row is
+// past the chunk's rows in the last workgroup).
+struct RowTile {
+    r: u32,
+    t0: u32,
+    nt: u32,
+}
+
+fn row_tile(gid: vec3<u32>, wid: vec3<u32>) -> RowTile {
+    let t0 = wid.z * TOK;
+    return RowTile(gid.x + wid.y * p.groups_x * WG, t0, min(TOK, p.n_tok - t0));
+}
+
+// The row against each token of the tile, one after the other.
+fn row_each_token(rt: RowTile) {
+    for (var t = 0u; t < rt.nt; t++) {
+        y[(rt.t0 + t) * p.out_stride + p.row0 + rt.r] = row_dot(rt.r * p.row_bytes, (rt.t0 + t) * p.cols);
+    }
+}
+
 // One invocation per weight row and no workgroup memory or barriers: the fast form on CPU
 // adapters (lavapipe, SwiftShader), where barriers are costly and there are no memory
 // transactions to coalesce. Same results as `main`.
 @compute @workgroup_size(64)
 fn per_row(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let r = gid.x + wid.y * p.groups_x * WG;
-    if (r >= p.rows) {
-        return;
-    }
-    let t0 = wid.z * TOK;
-    let nt = min(TOK, p.n_tok - t0);
-    let row = r * p.row_bytes;
-    for (var t = 0u; t < nt; t++) {
-        y[(t0 + t) * p.out_stride + p.row0 + r] = row_dot(row, (t0 + t) * p.cols);
+    let rt = row_tile(gid, wid);
+    if (rt.r < p.rows) {
+        row_each_token(rt);
     }
 }
 
@@ -321,21 +336,19 @@ fn per_row(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id)
 // often. Float weights (QKIND 0) take `per_row`'s loop.
 @compute @workgroup_size(64)
 fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let r = gid.x + wid.y * p.groups_x * WG;
-    if (r >= p.rows) {
+    let rt = row_tile(gid, wid);
+    if (rt.r >= p.rows) {
         return;
     }
-    let t0 = wid.z * TOK;
-    let nt = min(TOK, p.n_tok - t0);
-    let row = r * p.row_bytes;
-    let units = p.cols / 32u;
-    let out0 = t0 * p.out_stride + p.row0 + r;
     if (QKIND == 0u) {
-        for (var t = 0u; t < nt; t++) {
-            y[out0 + t * p.out_stride] = row_dot(row, (t0 + t) * p.cols);
-        }
+        row_each_token(rt);
         return;
     }
+    let t0 = rt.t0;
+    let nt = rt.nt;
+    let row = rt.r * p.row_bytes;
+    let units = p.cols / 32u;
+    let out0 = t0 * p.out_stride + p.row0 + rt.r;
     var wq: array<vec4<i32>, 8>;
     if (QKIND == 1u) {
         // Per token: lane accumulators (parity 0 low/high, parity 1 low/high) and minimums.

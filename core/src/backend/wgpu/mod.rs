@@ -9,8 +9,14 @@
 //!   encoder with one submission, and reads back only the graph's outputs (logits, or the top-k
 //!   ids and values when the graph ends in `TopK`). Pipelines are compiled once and cached.
 //! - Kernels use only core WGSL (f16 through `pack2x16float`/`unpack2x16float`, no subgroups),
-//!   so the same code runs on every adapter; at most 7 storage buffers per stage and 256
-//!   invocations per workgroup.
+//!   so the same code runs on every adapter; at most 7 storage buffers per stage, 256
+//!   invocations per workgroup and WebGPU's default 16 KiB of workgroup memory. The one
+//!   extension is the tiled prefill product's `dot4I8Packed`/`pack4xI8` (WGSL's
+//!   `packed_4x8_integer_dot_product` language feature: naga on every native backend, with a
+//!   polyfill where the device lacks integer dot products; Chromium's WebGPU).
+//! - Products: on GPUs, cooperative rows for decode and float weights, tiles of 64 weight rows ×
+//!   16 tokens decoded into workgroup memory for prefill; on CPU adapters one row per
+//!   invocation. All give the same bits.
 //! - Where activations are quantized to 8 bits before a product (as llama.cpp and the CPU
 //!   backend do), one ulp upstream can move a quant and, through it, logits by tenths; so the
 //!   kernels feeding and forming those products follow the CPU backend's arithmetic bit for
@@ -67,7 +73,8 @@ pub struct WgpuOptions {
 /// The two forms of the matrix-product kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MatMulKernel {
-    /// Several invocations per row, partial sums reduced in workgroup memory.
+    /// Several invocations per row, partial sums reduced in workgroup memory; for several
+    /// tokens with quantized weights, tiles of rows × tokens decoded into workgroup memory.
     Cooperative,
     /// One invocation per row, no barriers.
     RowPerInvocation,

@@ -8,6 +8,9 @@ use crate::dtype::GgmlType;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Kernel {
     MatMul(GgmlType),
+    /// Tiles of weight rows × tokens decoded into workgroup memory (prefill on GPUs,
+    /// quantized weights).
+    MatMulTiled(GgmlType),
     /// One invocation per row, no barriers (CPU adapters).
     MatMulRows(GgmlType),
     /// As `MatMulRows`, each weight unit decoded once per token tile (prefill on CPU adapters).
@@ -69,6 +72,7 @@ impl Kernel {
         let attention = || reduce(&s::with_exact(&s::with_math(s::ATTENTION)));
         match self {
             Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
+            Kernel::MatMulTiled(t) => (s::matmul_tiled(ty(t)), "tiled"),
             Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
             Kernel::MatMulRowsTile(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row_tile"),
             Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),

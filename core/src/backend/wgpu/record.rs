@@ -20,6 +20,11 @@ const PARAM_ALIGN: usize = 256;
 /// Most workgroups along one dispatch dimension.
 const MAX_GROUPS: u32 = 65535;
 
+/// Weight rows and tokens of one workgroup's tile in the tiled product (`RT`, `TT` in
+/// matmul_tiled.wgsl).
+const TILE_ROWS: usize = 64;
+const TILE_TOKENS: usize = 16;
+
 /// Buffers reused from step to step.
 pub(super) struct BufferPool {
     acts: Vec<Option<wgpu::Buffer>>,
@@ -446,8 +451,16 @@ impl<'a> Recorder<'a> {
                     }
                 };
                 let tpr = tpr.clamp(1, 64);
-                let per_group = 64 / tpr;
-                let kernel = if self.row_per_invocation && rows > 1 {
+                // Rows and tokens per workgroup (the tiled kernel's tile: matmul_tiled.wgsl).
+                let tiled = !self.row_per_invocation && rows > 1 && quant_kind(w.ty) != 0;
+                let (per_group, tok_tile) = if tiled {
+                    (TILE_ROWS, TILE_TOKENS)
+                } else {
+                    (64 / tpr, 8)
+                };
+                let kernel = if tiled {
+                    Kernel::MatMulTiled(w.ty)
+                } else if self.row_per_invocation && rows > 1 {
                     Kernel::MatMulRowsTile(w.ty)
                 } else if self.row_per_invocation {
                     Kernel::MatMulRows(w.ty)
@@ -471,7 +484,8 @@ impl<'a> Recorder<'a> {
                         0,
                     ];
                     let bufs = vec![c.buf.clone(), x.clone(), out.clone(), xs.clone()];
-                    self.dispatch(kernel, bufs, &p, (gx, gy, rows.div_ceil(8) as u32));
+                    let gz = rows.div_ceil(tok_tile) as u32;
+                    self.dispatch(kernel, bufs, &p, (gx, gy, gz));
                 }
             }
             Op::AddBias { x, b } => {
