@@ -27,29 +27,38 @@ impl WgpuBackend {
                 NO_ADAPTER.into()
             })
         })?;
-        let summary = summary(0, &adapter);
+        #[allow(unused_mut)]
+        let mut summary = summary(0, &adapter);
         let limits = adapter.limits();
-        let features = wanted_features(adapter.features(), opts.no_subgroups);
+        #[allow(unused_mut)]
+        let mut features = wanted_features(adapter.features(), opts);
         let desc = wgpu::DeviceDescriptor {
             label: Some("weft"),
             required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         };
-        let (device, queue) = adapter.request_device(&desc).await.map_err(|e| {
+        // The browser's subgroups, which wgpu 30 does not request itself (see web_features).
+        #[cfg(target_arch = "wasm32")]
+        let extra = (wanted_features(wgpu::Features::SUBGROUP, opts) != wgpu::Features::empty())
+            .then(|| super::web_features::ExtraFeatures::install(&["subgroups"]));
+        let opened = adapter.request_device(&desc).await;
+        #[cfg(target_arch = "wasm32")]
+        drop(extra);
+        let opened = opened.map_err(|e| {
             BackendError::Unsupported(format!(
                 "cannot open a WebGPU device on {}: {e}",
                 summary.name
             ))
         })?;
+        #[cfg(target_arch = "wasm32")]
+        if super::web_features::device_has(&opened.0, "subgroups") {
+            features |= wgpu::Features::SUBGROUP;
+            let info = adapter.get_info();
+            summary.subgroups = Some((info.subgroup_min_size, info.subgroup_max_size));
+        }
         Ok(Self::with_gpu(
-            Gpu {
-                device,
-                queue,
-                summary,
-                limits,
-                subgroups: features.contains(wgpu::Features::SUBGROUP),
-            },
+            Gpu::new(opened, summary, limits, features),
             opts,
         ))
     }
