@@ -27,11 +27,9 @@ impl WgpuBackend {
                 NO_ADAPTER.into()
             })
         })?;
-        #[allow(unused_mut)]
-        let mut summary = summary(0, &adapter);
+        let summary = summary(0, &adapter);
         let limits = adapter.limits();
-        #[allow(unused_mut)]
-        let mut features = wanted_features(adapter.features(), opts);
+        let features = wanted_features(adapter.features(), opts);
         let desc = wgpu::DeviceDescriptor {
             label: Some("weft"),
             required_features: features,
@@ -52,11 +50,8 @@ impl WgpuBackend {
             ))
         })?;
         #[cfg(target_arch = "wasm32")]
-        if super::web_features::device_has(&opened.0, "subgroups") {
-            features |= wgpu::Features::SUBGROUP;
-            let info = adapter.get_info();
-            summary.subgroups = Some((info.subgroup_min_size, info.subgroup_max_size));
-        }
+        let (features, summary) =
+            super::web_features::with_subgroups(&adapter, &opened.0, features, summary);
         Ok(Self::with_gpu(
             Gpu::new(opened, summary, limits, features),
             opts,

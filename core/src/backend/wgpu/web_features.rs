@@ -9,6 +9,8 @@
 
 use wasm_bindgen::prelude::*;
 
+use super::device::AdapterSummary;
+
 #[wasm_bindgen(inline_js = r#"
 export function weft_add_required_features(extra) {
   const cls = globalThis.GPUAdapter;
@@ -64,4 +66,20 @@ pub(super) fn device_has(device: &wgpu::Device, name: &str) -> bool {
     device
         .as_webgpu()
         .is_some_and(|d| weft_device_has(d.as_ref(), name))
+}
+
+/// `features` and `summary` of a device opened on `adapter`, with `SUBGROUP` and the
+/// adapter's subgroup sizes added when the browser's device holds `subgroups`.
+pub(super) fn with_subgroups(
+    adapter: &wgpu::Adapter,
+    device: &wgpu::Device,
+    mut features: wgpu::Features,
+    mut summary: AdapterSummary,
+) -> (wgpu::Features, AdapterSummary) {
+    if device_has(device, "subgroups") {
+        features |= wgpu::Features::SUBGROUP;
+        let info = adapter.get_info();
+        summary.subgroups = Some((info.subgroup_min_size, info.subgroup_max_size));
+    }
+    (features, summary)
 }
