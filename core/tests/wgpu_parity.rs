@@ -20,8 +20,8 @@ use weft_core::backend::{Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, Step
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
 use wgpu_support::{
-    assert_close, attention_graph, data, f32_tensor, gguf, qkv_tensors, random_tensor, Rng,
-    TensorSpec,
+    assert_attention_close, assert_close, attention_graph, data, f32_tensor, gguf, qkv_tensors,
+    random_tensor, Rng, TensorSpec,
 };
 
 /// Both backends holding the same weights (handles are equal: loaded in the same order).
@@ -494,14 +494,7 @@ fn attention_case(dtype: KvDtype) {
         let g = attention_graph(tokens.len(), w, kv, 2, n_head, hd);
         let res = p.run(&g, tokens, pos, seqs);
         for (l, (gpu, cpu)) in res.iter().enumerate() {
-            let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
-            assert_close(
-                &format!("{dtype:?} step {si} layer {l}"),
-                gpu,
-                cpu,
-                1e-4,
-                rel,
-            );
+            assert_attention_close(&format!("step {si} layer {l}"), dtype, gpu, cpu);
         }
     }
 }

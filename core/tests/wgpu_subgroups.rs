@@ -9,7 +9,8 @@ use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::{Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, StepBatch, Weight};
 use wgpu_support::{
-    assert_close, attention_graph, bits, data, f32_tensor, gguf, qkv_tensors, Rng, TensorSpec, Twin,
+    assert_attention_close, assert_close, attention_graph, bits, data, f32_tensor, gguf,
+    qkv_tensors, Rng, TensorSpec, Twin,
 };
 
 /// The CPU backend and the wgpu backend with subgroups (where the adapter has them, `twin.a`)
@@ -155,14 +156,7 @@ fn attention_case(dtype: KvDtype) {
     for (si, (tokens, pos)) in steps.iter().enumerate() {
         let g = attention_graph(tokens.len(), w, a, 1, n_head, hd);
         let res = t.run(&g, tokens, pos, &vec![0; tokens.len()]);
-        let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
-        assert_close(
-            &format!("{dtype:?} step {si}"),
-            &res[0][0],
-            &res[0][1],
-            1e-4,
-            rel,
-        );
+        assert_attention_close(&format!("step {si}"), dtype, &res[0][0], &res[0][1]);
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use weft_core::backend::wgpu::{WgpuBackend, WgpuOptions, NO_ADAPTER};
 use weft_core::backend::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, Readback, StepBatch, Weight,
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, Readback, StepBatch, Weight,
 };
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
@@ -240,6 +240,14 @@ pub fn attention_graph(
         g.output(o);
     }
     g
+}
+
+/// Attention outputs of the GPU against the CPU: within f32 rounding (f32 cache) or one f16
+/// rounding step (f16 cache: queries and weights are rounded to f16 on both sides, but f32
+/// differences upstream can flip a rounding).
+pub fn assert_attention_close(what: &str, dtype: KvDtype, gpu: &[f32], cpu: &[f32]) {
+    let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
+    assert_close(&format!("{dtype:?} {what}"), gpu, cpu, 1e-4, rel);
 }
 
 /// Two wgpu backends opened with different options (e.g. a feature on and off) holding the
