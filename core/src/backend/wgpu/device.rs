@@ -178,3 +178,35 @@ pub(super) fn open(index: Option<usize>, opts: &WgpuOptions) -> Result<Gpu> {
     })?;
     Ok(Gpu::new(opened, summary, limits, features))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu::Features as F;
+
+    #[test]
+    fn wanted_features_are_those_offered_and_not_turned_off() {
+        let offered = F::SUBGROUP | F::SHADER_F16 | F::TIMESTAMP_QUERY;
+        let opts = |no_subgroups, no_f16| WgpuOptions {
+            no_subgroups,
+            no_f16,
+            ..Default::default()
+        };
+        // Options only ever remove (the environment may remove more, never add).
+        assert_eq!(wanted_features(offered, &opts(true, true)), F::empty());
+        assert!(!wanted_features(offered, &opts(true, false)).contains(F::SUBGROUP));
+        assert!(!wanted_features(offered, &opts(false, true)).contains(F::SHADER_F16));
+        // Nothing the adapter lacks, nothing beyond the two.
+        assert_eq!(wanted_features(F::empty(), &opts(false, false)), F::empty());
+        assert!(
+            (wanted_features(offered, &opts(false, false)) - (F::SUBGROUP | F::SHADER_F16))
+                .is_empty()
+        );
+        if !env_flag("WEFT_WGPU_NO_SUBGROUPS") && !env_flag("WEFT_WGPU_NO_F16") {
+            assert_eq!(
+                wanted_features(offered, &opts(false, false)),
+                F::SUBGROUP | F::SHADER_F16
+            );
+        }
+    }
+}
