@@ -31,8 +31,9 @@ pub const ATTN_KV: &str = include_str!("../wgsl/attn_kv.wgsl");
 pub const ATTN_KV_F16: &str = include_str!("../wgsl/attn_kv_f16.wgsl");
 /// Activation quantization (entry points `q8_0`, `q8_k`) before quantized products.
 pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
-/// Correctly rounded division, square root and f64 sums from integer operations (appended to
-/// `NORM`, `ACTQUANT` and the type-generic kernels).
+/// Correctly rounded division, square root and f64 sums, and the CPU's f32 → f16 rounding, from
+/// integer operations (appended to `NORM`, `ACTQUANT`, `KV`, `ATTENTION` and the type-generic
+/// kernels).
 pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
 /// Accurate `exp_acc` and correctly rounded `exp_cr` (appended to `ATTENTION`, `SOFTMAX` and
 /// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs), and correctly rounded

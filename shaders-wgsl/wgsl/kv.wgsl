@@ -1,6 +1,7 @@
 // KV-cache append: writes each row's keys and values at slot seq · capacity + pos % capacity
 // of one layer's cache. One invocation per element pair, so an f16 cache (two halves packed
-// per u32 word) is written without races. exact.wgsl is appended (the f16 rounding). `store_f32` keeps full precision (bit patterns as u32).
+// per u32 word) is written without races, rounded by exact.wgsl's `f32_to_f16_bits` (appended).
+// `store_f32` keeps full precision (bit patterns as u32).
 
 struct Params {
     n_tok: u32,
