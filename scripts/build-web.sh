@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the browser package: weft-wasm for wasm32 (release, simd128 for the CPU fallback),
 # then wasm-bindgen --target web into web/pkg/ (ES module, .wasm, .d.ts), plus the JS API
-# (weft.js, its worker, weft.d.ts) and a package.json, so another page can import web/pkg/.
+# (weft.js, its worker, weft.d.ts) and a package.json, so another page can import web/pkg/
+# (snippets/ holds the JS the wasm imports: browser features wgpu does not pass through).
 # Installs wasm-bindgen-cli at the exact wasm-bindgen version of Cargo.lock when it is missing
 # (about 10-15 minutes the first time). Prints the .wasm size.
 set -euo pipefail
@@ -38,7 +39,7 @@ cat > "$out/package.json" <<JSON
   "main": "weft.js",
   "module": "weft.js",
   "types": "weft.d.ts",
-  "files": ["weft.js", "weft.d.ts", "weft-worker.js", "weft_wasm.js", "weft_wasm.d.ts", "weft_wasm_bg.wasm", "weft_wasm_bg.wasm.d.ts"],
+  "files": ["weft.js", "weft.d.ts", "weft-worker.js", "weft_wasm.js", "weft_wasm.d.ts", "weft_wasm_bg.wasm", "weft_wasm_bg.wasm.d.ts", "snippets"],
   "sideEffects": false,
   "license": "Apache-2.0"
 }

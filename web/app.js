@@ -49,6 +49,8 @@ function showFacts(info) {
     rows.push(["Adapter", info.adapter.name || "(unnamed)"]);
     rows.push(["Device", `${info.adapter.deviceType} · ${info.adapter.backend}`]);
     rows.push(["Max binding", mib(info.adapter.maxStorageBufferBindingSize)]);
+    const used = [info.features?.subgroups && "subgroups", info.features?.shaderF16 && "shader-f16"];
+    rows.push(["Features", used.filter(Boolean).join(", ") || "none"]);
   }
   if (info.model) {
     rows.push(["Model", info.model.name]);
@@ -73,7 +75,12 @@ async function engine() {
   weft?.terminate();
   weft = null;
   setStatus("starting engine…", "busy");
-  weft = await Weft.create({ backend: want });
+  // ?subgroups=0 / ?f16=0 turn those WebGPU features off (same results, for comparison).
+  weft = await Weft.create({
+    backend: want,
+    subgroups: params.get("subgroups") !== "0",
+    shaderF16: params.get("f16") !== "0",
+  });
   window.weft = weft;
   created = want;
   showFacts(weft.info);
@@ -226,7 +233,8 @@ $("clear-cache").addEventListener("click", async () => {
   notice("Cached models deleted.");
 });
 
-// ?backend=webgpu|cpu|auto preselects the backend; ?model=URL loads that model at once.
+// ?backend=webgpu|cpu|auto preselects the backend; ?model=URL loads that model at once;
+// ?subgroups=0, ?f16=0 turn those WebGPU features off.
 if (params.get("backend")) $("backend").value = params.get("backend");
 await listServed();
 if (params.get("model")) $("url").value = params.get("model");

@@ -16,12 +16,13 @@ use std::sync::Arc;
 
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::{MatMulKernel, WgpuBackend, WgpuOptions};
-use weft_core::backend::{
-    Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, Readback, StepBatch, Weight,
-};
+use weft_core::backend::{Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, StepBatch, Weight};
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
-use wgpu_support::{assert_close, f32_tensor, gguf, random_tensor, Rng, TensorSpec};
+use wgpu_support::{
+    assert_attention_close, assert_close, attention_graph, data, f32_tensor, gguf, qkv_tensors,
+    random_tensor, Rng, TensorSpec,
+};
 
 /// Both backends holding the same weights (handles are equal: loaded in the same order).
 struct Pair {
@@ -73,13 +74,6 @@ impl Pair {
             .zip(c)
             .map(|(a, b)| (data(a), data(b)))
             .collect()
-    }
-}
-
-fn data(r: Readback) -> Vec<f32> {
-    match r {
-        Readback::F32 { data, .. } => data,
-        Readback::TopK { ids, values, .. } => ids.iter().map(|&i| i as f32).chain(values).collect(),
     }
 }
 
@@ -276,17 +270,8 @@ fn products_of_split_weights_match() {
 #[test]
 fn embeddings_of_every_type_match_exactly() {
     let mut rng = Rng::new(11);
-    let tys = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q8_0,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
+    // Every type with a kernel dequantizer (the product types but the last).
+    let tys = &PRODUCT_TYPES[..PRODUCT_TYPES.len() - 1];
     let tensors: Vec<TensorSpec> = tys
         .iter()
         .map(|&ty| random_tensor(&mut rng, &format!("{ty}"), ty, 256, 300))
@@ -489,17 +474,11 @@ fn select_rows_and_top_k_match_with_ties() {
 fn attention_case(dtype: KvDtype) {
     let mut rng = Rng::new(9);
     let (n_head, n_kv, hd) = (4usize, 2usize, 64usize);
-    let (qc, kc) = (n_head * hd, n_kv * hd);
-    let n_rows = 64;
-    let tensors = [
-        f32_tensor("q", qc, n_rows, &rng.vec(qc * n_rows, 2.0)),
-        f32_tensor("k", kc, n_rows, &rng.vec(kc * n_rows, 2.0)),
-        f32_tensor("v", kc, n_rows, &rng.vec(kc * n_rows, 1.0)),
-    ];
+    let tensors = qkv_tensors(&mut rng, n_head, n_kv, hd, 64);
     let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
         return;
     };
-    let [qw, kw, vw] = ["q", "k", "v"].map(|n| p.load(n));
+    let w = ["q", "k", "v"].map(|n| p.load(n));
     let window = 5;
     let max_batch = 9;
     let layer = |w: Option<usize>| KvLayerSpec {
@@ -523,28 +502,10 @@ fn attention_case(dtype: KvDtype) {
         (vec![50, 51], vec![19, 5], vec![0, 1]),
     ];
     for (si, (tokens, pos, seqs)) in steps.iter().enumerate() {
-        let mut g = Graph::new(tokens.len());
-        let q = g.embed(qw, 1.0);
-        let k = g.embed(kw, 1.0);
-        let v = g.embed(vw, 1.0);
-        let mut outs = Vec::new();
-        for l in 0..2 {
-            let st = g.kv_store(kv, l, k, v);
-            outs.push(g.attention(q, st, kv, l, n_head, hd, 0.125));
-        }
-        for o in &outs {
-            g.output(*o);
-        }
+        let g = attention_graph(tokens.len(), w, kv, 2, n_head, hd);
         let res = p.run(&g, tokens, pos, seqs);
         for (l, (gpu, cpu)) in res.iter().enumerate() {
-            let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
-            assert_close(
-                &format!("{dtype:?} step {si} layer {l}"),
-                gpu,
-                cpu,
-                1e-4,
-                rel,
-            );
+            assert_attention_close(&format!("step {si} layer {l}"), dtype, gpu, cpu);
         }
     }
 }

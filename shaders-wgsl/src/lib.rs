@@ -11,8 +11,12 @@ pub const MATMUL: &str = include_str!("../wgsl/matmul.wgsl");
 pub const MATMUL_TILED: &str = include_str!("../wgsl/matmul_tiled.wgsl");
 /// Embedding gather from a (quantized) table.
 pub const EMBED: &str = include_str!("../wgsl/embed.wgsl");
-/// Dequantizers of every supported weight type (appended to `MATMUL` / `EMBED`).
+/// Dequantizers of every supported weight type (appended to `MATMUL` / `EMBED`; it declares
+/// their weight binding as u32 words).
 pub const QUANT: &str = include_str!("../wgsl/quant.wgsl");
+/// The F16 dequantizer on a native `array<vec2<f16>>` weight binding, in place of [`QUANT`]
+/// for F16 weights on devices with shader-f16 (see [`with_quant_f16`]).
+pub const QUANT_F16: &str = include_str!("../wgsl/quant_f16.wgsl");
 /// Element-wise ops: add, mul, scale, soft-cap, GELU, SiLU, GeGLU, SwiGLU, bias.
 pub const ELEMENTWISE: &str = include_str!("../wgsl/elementwise.wgsl");
 /// RMSNorm and LayerNorm (entry points `rms_norm`, `layer_norm`).
@@ -21,12 +25,18 @@ pub const NORM: &str = include_str!("../wgsl/norm.wgsl");
 pub const ROPE: &str = include_str!("../wgsl/rope.wgsl");
 /// KV-cache append (entry points `store_f16`, `store_f32`).
 pub const KV: &str = include_str!("../wgsl/kv.wgsl");
-/// Causal attention with GQA and sliding window (entry points `attn_f16`, `attn_f32`).
+/// Causal attention with GQA and sliding window (entry points `attn_f16`, `attn_f32`); the
+/// cache bindings come from [`ATTN_KV`] or [`ATTN_KV_F16`] (see [`attention`]).
 pub const ATTENTION: &str = include_str!("../wgsl/attention.wgsl");
+/// Attention's cache bindings as u32 words (f16 pairs or f32 bit patterns), on every device.
+pub const ATTN_KV: &str = include_str!("../wgsl/attn_kv.wgsl");
+/// Attention's f16 cache bindings as native `array<f16>` (shader-f16; `attn_f16` only).
+pub const ATTN_KV_F16: &str = include_str!("../wgsl/attn_kv_f16.wgsl");
 /// Activation quantization (entry points `q8_0`, `q8_k`) before quantized products.
 pub const ACTQUANT: &str = include_str!("../wgsl/actquant.wgsl");
-/// Correctly rounded division, square root and f64 sums from integer operations (appended to
-/// `NORM`, `ACTQUANT` and the type-generic kernels).
+/// Correctly rounded division, square root and f64 sums, and the CPU's f32 → f16 rounding, from
+/// integer operations (appended to `NORM`, `ACTQUANT`, `KV`, `ATTENTION` and the type-generic
+/// kernels).
 pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
 /// Accurate `exp_acc` and correctly rounded `exp_cr` (appended to `ATTENTION`, `SOFTMAX` and
 /// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs), and correctly rounded
@@ -114,6 +124,38 @@ pub fn matmul_tiled(ty: &str) -> String {
     with_quant(&format!("{MATMUL}\n{MATMUL_TILED}"), ty)
 }
 
+/// As [`with_quant`], for F16 weights read through a native f16 binding ([`QUANT_F16`]): the
+/// module starts with [`F16_DIRECTIVE`] and needs a device with shader-f16 (wgpu's
+/// `SHADER_F16`). Products are bit-identical to `with_quant(kernel, "f16")`'s.
+pub fn with_quant_f16(kernel: &str) -> String {
+    let words = with_quant(kernel, "f16");
+    let (at, len) = (
+        words.find(QUANT).expect("with_quant appends QUANT"),
+        QUANT.len(),
+    );
+    format!(
+        "{F16_DIRECTIVE}{}{QUANT_F16}{}",
+        &words[..at],
+        &words[at + len..]
+    )
+}
+
+/// The complete attention module (before any subgroups directive): [`ATTENTION`] with the
+/// math and exact helpers, the reductions of [`with_reduce`] (`subgroups`) and the cache
+/// bindings: native f16 ([`ATTN_KV_F16`], with [`F16_DIRECTIVE`]; only `attn_f16` may be
+/// built from it) when `native_f16`, else u32 words ([`ATTN_KV`]).
+pub fn attention(native_f16: bool, subgroups: bool) -> String {
+    let body = with_reduce(&with_exact(&with_math(ATTENTION)), subgroups);
+    if native_f16 {
+        format!("{F16_DIRECTIVE}{body}\n{ATTN_KV_F16}")
+    } else {
+        format!("{body}\n{ATTN_KV}")
+    }
+}
+
+/// The directive of modules that use the `f16` type (naga and browsers both require it).
+pub const F16_DIRECTIVE: &str = "enable f16;\n";
+
 /// `kernel` with the correctly rounded integer arithmetic of `exact.wgsl` appended.
 pub fn with_exact(kernel: &str) -> String {
     format!("{kernel}\n{EXACT}")
@@ -141,8 +183,10 @@ pub fn with_reduce(kernel: &str, subgroups: bool) -> String {
 pub const SUBGROUPS_DIRECTIVE: &str = "enable subgroups;\n";
 
 /// Every complete shader module the backend can build, as (name, source): the type-generic
-/// kernels once per weight type, those with reductions with and without subgroups, the others
-/// as they are. Used by the validation test.
+/// kernels once per weight type (F16 also on native f16 bindings), those with reductions with
+/// and without subgroups, attention also on a native f16 cache, the others as they are. Names
+/// carry "+f16" for modules needing shader-f16 and "+sg" for those needing subgroups. Used by
+/// the validation test.
 pub fn all_modules() -> Vec<(String, String)> {
     let mut v = Vec::new();
     for ty in QUANT_TYPES {
@@ -150,25 +194,27 @@ pub fn all_modules() -> Vec<(String, String)> {
         v.push((format!("matmul_tiled/{ty}"), matmul_tiled(ty)));
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
+    // F16 weights through native f16 bindings ("+f16": shader-f16 devices).
+    v.push(("matmul/f16+f16".into(), with_quant_f16(MATMUL)));
+    v.push(("embed/f16+f16".into(), with_quant_f16(EMBED)));
     for (name, src) in [
         ("elementwise", with_exact(&with_math(ELEMENTWISE))),
         ("norm", with_exact(NORM)),
         ("rope", with_exact(&with_math(ROPE))),
-        ("kv", KV.to_string()),
+        ("kv", with_exact(KV)),
         ("actquant", with_exact(ACTQUANT)),
     ] {
         v.push((name.to_string(), src));
     }
-    // Kernels with workgroup reductions, without and with subgroups ("+sg").
+    // Kernels with workgroup reductions, without and with subgroups ("+sg"); attention also
+    // with its native f16 cache ("+f16").
     for sg in [false, true] {
         let tag = if sg { "+sg" } else { "" };
-        for (name, src) in [
-            ("attention", with_exact(&with_math(ATTENTION))),
-            ("softmax", with_math(SOFTMAX)),
-            ("topk", TOPK.to_string()),
-        ] {
+        for (name, src) in [("softmax", with_math(SOFTMAX)), ("topk", TOPK.to_string())] {
             v.push((format!("{name}{tag}"), with_reduce(&src, sg)));
         }
+        v.push((format!("attention{tag}"), attention(false, sg)));
+        v.push((format!("attention+f16{tag}"), attention(true, sg)));
     }
     v
 }

@@ -5,11 +5,12 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 #[test]
 fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
-    // 9 weight types × (matmul, matmul_tiled, embed) + 5 other kernel families + 3 with reductions, each
-    // without and with subgroups.
+    // 9 weight types × (matmul, matmul_tiled, embed), F16 again on native f16 bindings
+    // (matmul, embed), 5 other kernel families, 3 with reductions plus attention's native f16
+    // cache, each without and with subgroups.
     assert_eq!(
         modules.len(),
-        3 * weft_shaders::QUANT_TYPES.len() + 5 + 2 * 3
+        3 * weft_shaders::QUANT_TYPES.len() + 2 + 5 + 2 * 4
     );
     let mut failures = Vec::new();
     for (name, src) in &modules {
@@ -24,9 +25,18 @@ fn every_module_parses_and_validates() {
         // are core WebGPU; naga lists them as a capability only because a few GL ES drivers
         // lack them (wgpu enables it wherever WebGPU-conformant).
         // Subgroup variants ("+sg") are built only where the adapter has subgroups.
+        assert_eq!(
+            name.contains("+f16"),
+            src.starts_with(weft_shaders::F16_DIRECTIVE),
+            "{name}: `enable f16;` exactly in the f16 variants"
+        );
         let mut caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32;
         if name.ends_with("+sg") {
             caps |= Capabilities::SUBGROUP;
+        }
+        // Native f16 variants ("+f16") are built only where the adapter has shader-f16.
+        if name.contains("+f16") {
+            caps |= Capabilities::SHADER_FLOAT16;
         }
         let mut v = Validator::new(ValidationFlags::all(), caps);
         if let Err(e) = v.validate(&module) {
@@ -62,7 +72,9 @@ fn every_entry_point_fits_webgpu_default_limits() {
     // rounded up to 16 bytes.
     for (name, src) in weft_shaders::all_modules() {
         let module = naga::front::wgsl::parse_str(&src).unwrap();
-        let caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32 | Capabilities::SUBGROUP;
+        let caps = Capabilities::SHADER_FLOAT16_IN_FLOAT32
+            | Capabilities::SUBGROUP
+            | Capabilities::SHADER_FLOAT16;
         let info = Validator::new(ValidationFlags::all(), caps)
             .validate(&module)
             .unwrap();

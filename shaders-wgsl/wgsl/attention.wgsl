@@ -32,8 +32,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> kc: array<u32>;
-@group(0) @binding(2) var<storage, read> vc: array<u32>;
+// Bindings 1 and 2, the key and value caches `kc` and `vc`, and `load` come from attn_kv.wgsl
+// (u32 words) or attn_kv_f16.wgsl (native f16, attn_f16 only).
 @group(0) @binding(3) var<storage, read> positions: array<u32>;
 @group(0) @binding(4) var<storage, read> seqs: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
@@ -43,29 +43,9 @@ var<workgroup> qh: array<f32, 256>;
 var<workgroup> wts: array<f32, 64>;
 var<workgroup> inv_shared: f32;
 
+// The CPU's f16 rounding (exact.wgsl), not pack2x16float's implementation-defined one.
 fn to_f16(v: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
-}
-
-fn load_f16(buf_is_k: bool, idx: u32) -> f32 {
-    var word: u32;
-    if (buf_is_k) {
-        word = kc[idx >> 1u];
-    } else {
-        word = vc[idx >> 1u];
-    }
-    let h = unpack2x16float(word);
-    return select(h.x, h.y, (idx & 1u) == 1u);
-}
-
-fn load(half_kv: bool, buf_is_k: bool, idx: u32) -> f32 {
-    if (half_kv) {
-        return load_f16(buf_is_k, idx);
-    }
-    if (buf_is_k) {
-        return bitcast<f32>(kc[idx]);
-    }
-    return bitcast<f32>(vc[idx]);
+    return round_f16(v);
 }
 
 fn qk4(half_kv: bool, key_base: u32, d: u32) -> vec4<f32> {

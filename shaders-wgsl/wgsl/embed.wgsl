@@ -14,7 +14,7 @@ struct Params {
     _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+// Binding 0, the weights `w`, is declared by the dequantizer file (quant.wgsl or quant_f16.wgsl).
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;

@@ -315,3 +315,69 @@ fn f64_from_f32(v: f32) -> F64 {
     let w = shl64(vec2<u32>(m, 0u), sh);
     return F64(w.x, w.y, e - i32(sh));
 }
+
+// The f16 nearest to the f32 with bits `x` (ties to even), as f16 bits: the conversion of the
+// CPU backend's f16 KV cache and attention (the `half` crate's `f16::from_f32`). WGSL leaves the
+// rounding of `pack2x16float` and `f16()` to the implementation, so it is done on integers:
+// overflow gives ±inf (from 65520 up), values below half the smallest subnormal give ±0, NaN
+// stays NaN (quiet bit set, the top payload bits kept), the sign of zero is kept.
+fn f32_to_f16_bits(x: u32) -> u32 {
+    let sign = (x >> 16u) & 0x8000u;
+    let e = (x >> 23u) & 0xFFu;
+    let man = x & 0x7FFFFFu;
+    if (e == 0xFFu) {
+        return sign | 0x7C00u | select(0u, 0x200u | (man >> 13u), man != 0u);
+    }
+    if (e >= 143u) {
+        return sign | 0x7C00u; // 2^16 and up: past the largest finite f16 even before rounding
+    }
+    var q: u32;
+    var rest: u32;
+    var half: u32;
+    if (e >= 113u) {
+        // A normal f16: rebias the exponent, keep 10 of 23 fraction bits. A carry out of the
+        // fraction steps into the next binade (or to inf), which is the right bit pattern.
+        q = ((e - 112u) << 10u) | (man >> 13u);
+        rest = man & 0x1FFFu;
+        half = 0x1000u;
+    } else {
+        // A subnormal f16 (or zero): the value in units of 2^-24 is m · 2^(e - 126).
+        let s = 126u - e; // 14 ..= 126
+        if (s >= 25u) {
+            return sign; // below 2^-25, half the smallest subnormal: ±0
+        }
+        let m = man | 0x800000u; // e >= 102 here, so the f32 is normal
+        q = m >> s;
+        rest = m & ((1u << s) - 1u);
+        half = 1u << (s - 1u);
+    }
+    if (rest > half || (rest == half && (q & 1u) == 1u)) {
+        q += 1u;
+    }
+    return sign | q;
+}
+
+// The f32 value of f16 bits `h` (exact; subnormal f16s become normal f32s, never flushed).
+fn f16_bits_to_f32(h: u32) -> f32 {
+    let sign = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1Fu;
+    let man = h & 0x3FFu;
+    if (e == 0x1Fu) {
+        return bitcast<f32>(sign | 0x7F800000u | (man << 13u));
+    }
+    if (e != 0u) {
+        return bitcast<f32>(sign | ((e + 112u) << 23u) | (man << 13u));
+    }
+    if (man == 0u) {
+        return bitcast<f32>(sign);
+    }
+    // Subnormal: man · 2^-24 with man < 2^10; normalise so its top bit is the implicit one.
+    let top = 31u - countLeadingZeros(man); // 0 ..= 9
+    let frac = (man << (23u - top)) & 0x7FFFFFu;
+    return bitcast<f32>(sign | ((top + 103u) << 23u) | frac);
+}
+
+// v rounded to the nearest f16 (ties to even), as an f32.
+fn round_f16(v: f32) -> f32 {
+    return f16_bits_to_f32(f32_to_f16_bits(bitcast<u32>(v)));
+}

@@ -1,6 +1,7 @@
 // KV-cache append: writes each row's keys and values at slot seq · capacity + pos % capacity
 // of one layer's cache. One invocation per element pair, so an f16 cache (two halves packed
-// per u32 word) is written without races. `store_f32` keeps full precision (bit patterns as u32).
+// per u32 word) is written without races, rounded by exact.wgsl's `f32_to_f16_bits` (appended).
+// `store_f32` keeps full precision (bit patterns as u32).
 
 struct Params {
     n_tok: u32,
@@ -17,6 +18,12 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(6) var<uniform> p: Params;
 
+// Two values rounded to f16 by exact.wgsl's integer rounding (the CPU cache's), packed as
+// pack2x16float packs them: the first in the low half.
+fn f16_pair(a: f32, b: f32) -> u32 {
+    return f32_to_f16_bits(bitcast<u32>(a)) | (f32_to_f16_bits(bitcast<u32>(b)) << 16u);
+}
+
 fn slot(t: u32) -> u32 {
     return seqs[t] * p.capacity + positions[t] % p.capacity;
 }
@@ -31,11 +38,11 @@ fn store_f16(@builtin(global_invocation_id) gid: vec3<u32>) {
     let s = slot(t);
     if (2u * j < p.wk) {
         let src = t * p.wk + 2u * j;
-        kc[(s * p.wk) / 2u + j] = pack2x16float(vec2<f32>(k[src], k[src + 1u]));
+        kc[(s * p.wk) / 2u + j] = f16_pair(k[src], k[src + 1u]);
     }
     if (2u * j < p.wv) {
         let src = t * p.wv + 2u * j;
-        vc[(s * p.wv) / 2u + j] = pack2x16float(vec2<f32>(v[src], v[src + 1u]));
+        vc[(s * p.wv) / 2u + j] = f16_pair(v[src], v[src + 1u]);
     }
 }
 

@@ -42,7 +42,7 @@ struct Params {
     _pad2: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;
+// Binding 0, the weights `w`, is declared by the dequantizer file (quant.wgsl or quant_f16.wgsl).
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 // Per 32-element unit of x (quantized activations): (scale, Q8_1 sum); a dummy otherwise.

@@ -10,6 +10,10 @@
 // word of quants, with no per-element arrays, which compilers keep in registers.
 // Every formula evaluates scale first, then times the quant, as the CPU dequantizers do.
 
+// The weight bytes of the kernel's binding 0 (quant_f16.wgsl replaces this file for F16
+// weights on devices with shader-f16).
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+
 fn wbyte(off: u32) -> u32 {
     return (w[off >> 2u] >> ((off & 3u) * 8u)) & 0xFFu;
 }

@@ -3,7 +3,9 @@
 //  1. /play/ on WebGPU (SwiftShader): loads SmolLM2 135M from the server, generates 8 greedy
 //     tokens and compares them with the native CPU backend (`weft run --json`) and with the
 //     llama.cpp reference.
-//  2. a second page load gets the model from the browser cache (no new download request).
+//     Subgroups are used where the adapter offers them (SwiftShader does).
+//  2. a second page load gets the model from the browser cache (no new download request),
+//     with subgroups turned off (?subgroups=0): the same tokens.
 //  3. a browser without WebGPU: backend "auto" falls back to the CPU (wasm SIMD) and gives the
 //     same 8 tokens; one chat turn through the page's UI (streamed into a bubble, stop button
 //     shown while generating); the example embedding page streams a reply.
@@ -98,8 +100,8 @@ try {
   page.on("console", (m) => log("page:", m.text()));
   page.on("pageerror", (e) => log("page error:", e.message));
 
-  async function loadPage(backend) {
-    await page.goto(`${base}/play/?backend=${backend}`);
+  async function loadPage(backend, extra = "") {
+    await page.goto(`${base}/play/?backend=${backend}${extra}`);
     await page.waitForFunction(() => window.weftPage && document.getElementById("served").value !== "");
     await page.click("#load");
     await page.waitForFunction(() => window.weftLoad || document.querySelector(".notice.err:not([hidden])"), null, { timeout: LONG });
@@ -118,8 +120,13 @@ try {
   }
 
   const info1 = await loadPage("webgpu");
-  log("loaded", JSON.stringify({ source: info1.source, backend: info1.backend, adapter: info1.adapter?.name }));
+  log("loaded", JSON.stringify({ source: info1.source, backend: info1.backend, adapter: info1.adapter?.name,
+    subgroups: info1.adapter?.subgroups, features: info1.features }));
   assert.equal(info1.backend, "webgpu");
+  // The device uses subgroups exactly when the browser's adapter offers them.
+  const offered = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).features.has("subgroups"));
+  assert.equal(info1.features.subgroups, offered, "subgroups in use where offered");
+  assert.equal(info1.adapter.subgroups !== null, offered);
   assert.equal(info1.source, "network");
   assert.ok(downloads >= 1, "the model was downloaded from the server");
   const gpu = await greedy(page);
@@ -129,14 +136,18 @@ try {
   assert.equal(gpu.text, native.text);
   figures.webgpu_swiftshader_tok_s = gpu.timings.tokensPerS;
   figures.webgpu_prompt_tok_s = gpu.timings.promptTokensPerS;
+  figures.webgpu_subgroups = info1.features.subgroups;
 
-  // --- second load: from the browser cache.
+  // --- second load: from the browser cache, subgroups off.
   const before = downloads;
-  const info2 = await loadPage("webgpu");
+  const info2 = await loadPage("webgpu", "&subgroups=0");
   assert.equal(info2.source, "cache", "second load comes from the browser cache");
   assert.equal(downloads, before, "no download request on the second load");
-  const gpu2 = await greedy(page, 2);
-  assert.deepEqual(gpu2.tokens, native.tokens.slice(0, 2));
+  assert.equal(info2.features.subgroups, false, "?subgroups=0 turns subgroups off");
+  const gpu2 = await greedy(page, 4);
+  log("webgpu tokens without subgroups", gpu2.tokens, `${gpu2.timings.tokensPerS.toFixed(2)} tok/s`);
+  assert.deepEqual(gpu2.tokens, gpu.tokens.slice(0, 4), "WebGPU tokens with vs without subgroups");
+  figures.webgpu_no_subgroups_tok_s = gpu2.timings.tokensPerS;
 
   await ctx.close();
   ctx = null;

@@ -1,6 +1,7 @@
 //! The browser build end to end: `tests/browser/run.mjs` drives Debian's headless Chromium
 //! (playwright-core) against the real `weft serve`: WebGPU tokens equal the native CPU
-//! backend's and the llama.cpp reference, the second load comes from the browser cache, the
+//! backend's and the llama.cpp reference (with subgroups where Chromium offers them, and the
+//! same tokens with them turned off), the second load comes from the browser cache, the
 //! example page works, and without WebGPU the CPU fallback gives the same tokens.
 //!
 //! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh` (CI installs and

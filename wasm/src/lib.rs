@@ -52,6 +52,10 @@ pub struct WeftEngine {
     /// A backend made by `create` and not yet used by a load.
     fresh: Option<Box<dyn Backend>>,
     adapter: Option<AdapterSummary>,
+    /// WebGPU features in use: (subgroups, shader-f16).
+    features: (bool, bool),
+    /// The WebGPU options `create` was given (reused when a load reopens the device).
+    gpu_opts: WgpuOptions,
     ctx: usize,
     incoming: Option<Vec<u8>>,
     loaded: Option<Loaded>,
@@ -67,36 +71,50 @@ fn has_webgpu() -> bool {
         .is_some_and(|gpu| !gpu.is_undefined() && !gpu.is_null())
 }
 
-async fn open_webgpu() -> Result<WgpuBackend, JsValue> {
+async fn open_webgpu(opts: &WgpuOptions) -> Result<WgpuBackend, JsValue> {
     if !has_webgpu() {
         return Err(error(weft_core::backend::wgpu::NO_WEBGPU));
     }
-    WgpuBackend::new_async(&WgpuOptions::default())
-        .await
-        .map_err(error)
+    WgpuBackend::new_async(opts).await.map_err(error)
+}
+
+/// The facts `info` reports of an open WebGPU backend: its adapter and the features in use.
+fn gpu_facts(b: &WgpuBackend) -> (Option<AdapterSummary>, (bool, bool)) {
+    (
+        Some(b.adapter().clone()),
+        (b.uses_subgroups(), b.uses_f16()),
+    )
 }
 
 #[wasm_bindgen]
 impl WeftEngine {
-    /// Makes an engine. `options`: `{backend: "webgpu" | "cpu" | "auto", contextSize}`.
+    /// Makes an engine. `options`: `{backend: "webgpu" | "cpu" | "auto", contextSize,
+    /// subgroups, shaderF16}` (the last two: `false` turns the WebGPU feature off).
     /// `webgpu` fails with a clear error when the browser has no WebGPU; `auto` then falls back
     /// to the CPU.
     pub async fn create(options: JsValue) -> Result<WeftEngine, JsValue> {
         let o: CreateOptions = js::from_js(&options, "Weft.create options")?;
         let want = o.backend.as_deref().unwrap_or("auto").to_ascii_lowercase();
-        let (backend, fresh, adapter): (String, Box<dyn Backend>, _) = match want.as_str() {
+        let gpu_opts = o.wgpu();
+        let cpu = || {
+            (
+                "cpu".to_string(),
+                Box::new(CpuBackend::new(1)) as Box<dyn Backend>,
+            )
+        };
+        let ((backend, fresh), (adapter, features)) = match want.as_str() {
             "webgpu" | "gpu" | "wgpu" => {
-                let b = open_webgpu().await?;
-                let a = b.adapter().clone();
-                ("webgpu".into(), Box::new(b), Some(a))
+                let b = open_webgpu(&gpu_opts).await?;
+                let facts = gpu_facts(&b);
+                (("webgpu".into(), Box::new(b) as Box<dyn Backend>), facts)
             }
-            "cpu" => ("cpu".into(), Box::new(CpuBackend::new(1)), None),
-            "auto" => match open_webgpu().await {
+            "cpu" => (cpu(), (None, (false, false))),
+            "auto" => match open_webgpu(&gpu_opts).await {
                 Ok(b) => {
-                    let a = b.adapter().clone();
-                    ("webgpu".into(), Box::new(b), Some(a))
+                    let facts = gpu_facts(&b);
+                    (("webgpu".into(), Box::new(b) as Box<dyn Backend>), facts)
                 }
-                Err(_) => ("cpu".into(), Box::new(CpuBackend::new(1)), None),
+                Err(_) => (cpu(), (None, (false, false))),
             },
             other => {
                 return Err(error(format!(
@@ -108,6 +126,8 @@ impl WeftEngine {
             backend,
             fresh: Some(fresh),
             adapter,
+            features,
+            gpu_opts,
             ctx: o.context_size.unwrap_or(DEFAULT_CTX).max(16),
             incoming: None,
             loaded: None,
@@ -179,8 +199,8 @@ impl WeftEngine {
         let backend: Box<dyn Backend> = match self.fresh.take() {
             Some(b) => b,
             None if self.backend == "webgpu" => {
-                let b = open_webgpu().await?;
-                self.adapter = Some(b.adapter().clone());
+                let b = open_webgpu(&self.gpu_opts).await?;
+                (self.adapter, self.features) = gpu_facts(&b);
                 Box::new(b)
             }
             None => Box::new(CpuBackend::new(1)),
@@ -256,6 +276,7 @@ impl WeftEngine {
                 "maxStorageBuffersPerShaderStage": a.max_storage_buffers_per_shader_stage,
                 "maxComputeInvocationsPerWorkgroup": a.max_compute_invocations_per_workgroup,
                 "shaderF16": a.f16,
+                "subgroups": a.subgroups.map(|(lo, hi)| serde_json::json!({"min": lo, "max": hi})),
             })
         });
         let model = self.loaded.as_ref().map(|l| {
@@ -275,6 +296,8 @@ impl WeftEngine {
         js::to_js(&serde_json::json!({
             "backend": self.backend,
             "adapter": adapter,
+            // WebGPU features the kernels use (those of `adapter` not turned off).
+            "features": {"subgroups": self.features.0, "shaderF16": self.features.1},
             "model": model,
             "threads": 1,
             "simd128": cfg!(target_feature = "simd128"),

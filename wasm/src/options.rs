@@ -11,6 +11,23 @@ pub struct CreateOptions {
     pub backend: Option<String>,
     /// Context length in tokens (default 2048, capped by the model's training context).
     pub context_size: Option<usize>,
+    /// WebGPU: use subgroup operations where the browser offers them (default true; false
+    /// forces the workgroup-memory reductions, with identical results).
+    pub subgroups: Option<bool>,
+    /// WebGPU: read f16 data through native `f16` bindings where the browser offers
+    /// `shader-f16` (default true; false unpacks u32 words, with identical results).
+    pub shader_f16: Option<bool>,
+}
+
+impl CreateOptions {
+    /// The wgpu backend's options these ask for.
+    pub fn wgpu(&self) -> weft_core::backend::wgpu::WgpuOptions {
+        weft_core::backend::wgpu::WgpuOptions {
+            no_subgroups: self.subgroups == Some(false),
+            no_f16: self.shader_f16 == Some(false),
+            ..Default::default()
+        }
+    }
 }
 
 /// `chat(messages, options)` / `complete(prompt, options)`.

@@ -6,6 +6,10 @@ export interface CreateOptions {
   backend?: Backend;
   /** Context length in tokens (default 2048, capped by the model). */
   contextSize?: number;
+  /** WebGPU: use subgroup operations where offered (default true; same results either way). */
+  subgroups?: boolean;
+  /** WebGPU: native f16 reads where `shader-f16` is offered (default true; same results). */
+  shaderF16?: boolean;
   /** Where weft-worker.js is (default: next to weft.js). */
   workerUrl?: string | URL;
   /** Where weft_wasm_bg.wasm is (default: next to weft_wasm.js). */
@@ -70,8 +74,13 @@ export interface Info {
     maxBufferSize: number;
     maxStorageBuffersPerShaderStage: number;
     maxComputeInvocationsPerWorkgroup: number;
+    /** The adapter offers `shader-f16`. */
     shaderF16: boolean;
+    /** The adapter's subgroup sizes, when it offers subgroups. */
+    subgroups: null | { min: number; max: number };
   };
+  /** WebGPU features the kernels use (all false on the CPU backend). */
+  features: { subgroups: boolean; shaderF16: boolean };
   model: null | {
     name: string;
     architecture: string;

@@ -71,7 +71,7 @@ export class Weft {
 
   /**
    * Starts the engine in a Web Worker. options: {backend: "webgpu"|"cpu"|"auto", contextSize,
-   * workerUrl, wasmUrl}. Rejects with a clear Error when WebGPU was asked for but is missing.
+   * subgroups, shaderF16 (false: that WebGPU feature off), workerUrl, wasmUrl}. Rejects with a clear Error when WebGPU was asked for but is missing.
    */
   static async create(options = {}) {
     const { workerUrl, wasmUrl, ...engineOptions } = options;

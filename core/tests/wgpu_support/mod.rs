@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use weft_core::backend::wgpu::{WgpuBackend, WgpuOptions, NO_ADAPTER};
-use weft_core::backend::BackendError;
+use weft_core::backend::{
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, Readback, StepBatch, Weight,
+};
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
 
@@ -182,5 +184,114 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], abs: f32, rel: f32) {
         if err > worst.1 {
             worst = (i, err);
         }
+    }
+}
+
+/// A step's output as f32 values (top-k outputs: the ids as f32, then the values).
+pub fn data(r: Readback) -> Vec<f32> {
+    match r {
+        Readback::F32 { data, .. } => data,
+        Readback::TopK { ids, values, .. } => ids.iter().map(|&i| i as f32).chain(values).collect(),
+    }
+}
+
+/// Bit patterns, for bit-exact comparisons that also tell -0.0 from 0.0 and NaNs apart.
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// The query, key and value tables of the attention tests: `n_rows` rows each, for `n_head`
+/// query heads on `n_kv` key/value heads of `hd` dimensions (random, keys scaled by 2).
+pub fn qkv_tensors(
+    rng: &mut Rng,
+    n_head: usize,
+    n_kv: usize,
+    hd: usize,
+    n_rows: usize,
+) -> [TensorSpec; 3] {
+    let (qc, kc) = (n_head * hd, n_kv * hd);
+    [
+        f32_tensor("q", qc, n_rows, &rng.vec(qc * n_rows, 2.0)),
+        f32_tensor("k", kc, n_rows, &rng.vec(kc * n_rows, 2.0)),
+        f32_tensor("v", kc, n_rows, &rng.vec(kc * n_rows, 1.0)),
+    ]
+}
+
+/// One attention step over `tokens.len()` rows: q, k and v gathered from their tables, stored
+/// into each of `layers` of cache `kv`, attended (scale 1/8); one output per layer.
+pub fn attention_graph(
+    n_tokens: usize,
+    [qw, kw, vw]: [Weight; 3],
+    kv: KvCacheId,
+    layers: usize,
+    n_head: usize,
+    hd: usize,
+) -> Graph {
+    let mut g = Graph::new(n_tokens);
+    let q = g.embed(qw, 1.0);
+    let k = g.embed(kw, 1.0);
+    let v = g.embed(vw, 1.0);
+    let mut outs = Vec::new();
+    for l in 0..layers {
+        let st = g.kv_store(kv, l, k, v);
+        outs.push(g.attention(q, st, kv, l, n_head, hd, 0.125));
+    }
+    for o in outs {
+        g.output(o);
+    }
+    g
+}
+
+/// Attention outputs of the GPU against the CPU: within f32 rounding (f32 cache) or one f16
+/// rounding step (f16 cache: queries and weights are rounded to f16 on both sides, but f32
+/// differences upstream can flip a rounding).
+pub fn assert_attention_close(what: &str, dtype: KvDtype, gpu: &[f32], cpu: &[f32]) {
+    let rel = if dtype == KvDtype::F16 { 2e-3 } else { 1e-5 };
+    assert_close(&format!("{dtype:?} {what}"), gpu, cpu, 1e-4, rel);
+}
+
+/// Two wgpu backends opened with different options (e.g. a feature on and off) holding the
+/// same weights and caches, whose every output must agree bit for bit.
+pub struct Twin {
+    pub a: WgpuBackend,
+    pub b: WgpuBackend,
+}
+
+impl Twin {
+    /// Both backends, or None without an adapter.
+    pub fn new(a: &WgpuOptions, b: &WgpuOptions) -> Option<Twin> {
+        Some(Twin {
+            a: backend(a)?,
+            b: backend(b)?,
+        })
+    }
+
+    /// Loads `name` into both (the handles must agree).
+    pub fn load(&mut self, file: &Arc<ModelFile>, name: &str) -> Weight {
+        let w = self.a.load_weight(file, name).unwrap();
+        assert_eq!(w, self.b.load_weight(file, name).unwrap());
+        w
+    }
+
+    /// Creates the same cache in both.
+    pub fn kv(&mut self, spec: &KvCacheSpec) -> KvCacheId {
+        let id = self.a.create_kv_cache(spec).unwrap();
+        assert_eq!(id, self.b.create_kv_cache(spec).unwrap());
+        id
+    }
+
+    /// Runs `g` on both, asserts every output is bit-identical (naming `what`), and returns
+    /// the outputs.
+    pub fn run(&mut self, what: &str, g: &Graph, batch: &StepBatch) -> Vec<Vec<f32>> {
+        let x = self.a.execute(g, batch).unwrap();
+        let y = self.b.execute(g, batch).unwrap();
+        let x: Vec<Vec<f32>> = x.into_iter().map(data).collect();
+        for (i, (x, y)) in x.iter().zip(y).enumerate() {
+            assert!(
+                bits(x) == bits(&data(y)),
+                "{what}: output {i} differs between the two option sets"
+            );
+        }
+        x
     }
 }

@@ -6,6 +6,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::super::{BackendError, Result};
+use super::WgpuOptions;
 
 /// What `weft devices` shows about an adapter.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,24 +86,54 @@ pub(super) struct Gpu {
     pub limits: wgpu::Limits,
     /// The device was opened with `SUBGROUP` (kernels may use subgroup operations).
     pub subgroups: bool,
+    /// The device was opened with `SHADER_F16` (kernels may use the `f16` type).
+    pub f16: bool,
+}
+
+/// Whether environment variable `name` is set to something other than empty or `0` (never on
+/// wasm32, where there is no environment).
+fn env_flag(name: &str) -> bool {
+    cfg!(not(target_arch = "wasm32"))
+        && std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// The optional features to request of an adapter with `features`: `SUBGROUP` when it has it
-/// and `no_subgroups` is false (or the `WEFT_WGPU_NO_SUBGROUPS` variable is set, natively).
-pub(super) fn wanted_features(features: wgpu::Features, no_subgroups: bool) -> wgpu::Features {
-    let env_off = cfg!(not(target_arch = "wasm32"))
-        && std::env::var_os("WEFT_WGPU_NO_SUBGROUPS").is_some_and(|v| !v.is_empty() && v != "0");
-    if no_subgroups || env_off {
-        wgpu::Features::empty()
-    } else {
-        features & wgpu::Features::SUBGROUP
+/// unless `opts.no_subgroups` (or, natively, `WEFT_WGPU_NO_SUBGROUPS`), `SHADER_F16` when it
+/// has it unless `opts.no_f16` (or `WEFT_WGPU_NO_F16`).
+pub(super) fn wanted_features(features: wgpu::Features, opts: &WgpuOptions) -> wgpu::Features {
+    let mut want = wgpu::Features::empty();
+    if !opts.no_subgroups && !env_flag("WEFT_WGPU_NO_SUBGROUPS") {
+        want |= wgpu::Features::SUBGROUP;
+    }
+    if !opts.no_f16 && !env_flag("WEFT_WGPU_NO_F16") {
+        want |= wgpu::Features::SHADER_F16;
+    }
+    features & want
+}
+
+impl Gpu {
+    /// The open device, with the features it was opened with.
+    pub(super) fn new(
+        (device, queue): (wgpu::Device, wgpu::Queue),
+        summary: AdapterSummary,
+        limits: wgpu::Limits,
+        features: wgpu::Features,
+    ) -> Self {
+        Gpu {
+            device,
+            queue,
+            summary,
+            limits,
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            f16: features.contains(wgpu::Features::SHADER_F16),
+        }
     }
 }
 
 /// Opens adapter `index` (as listed by [`list_adapters`]), or the default high-performance one,
-/// with subgroups where it has them unless `no_subgroups`.
+/// with the features of [`wanted_features`].
 #[cfg(not(target_arch = "wasm32"))]
-pub(super) fn open(index: Option<usize>, no_subgroups: bool) -> Result<Gpu> {
+pub(super) fn open(index: Option<usize>, opts: &WgpuOptions) -> Result<Gpu> {
     let inst = instance();
     let (i, adapter) = match index {
         Some(i) => {
@@ -132,24 +163,50 @@ pub(super) fn open(index: Option<usize>, no_subgroups: bool) -> Result<Gpu> {
     };
     let summary = summary(i, &adapter);
     let limits = adapter.limits();
-    let features = wanted_features(adapter.features(), no_subgroups);
+    let features = wanted_features(adapter.features(), opts);
     let desc = wgpu::DeviceDescriptor {
         label: Some("weft"),
         required_features: features,
         required_limits: limits.clone(),
         ..Default::default()
     };
-    let (device, queue) = block_on(adapter.request_device(&desc)).map_err(|e| {
+    let opened = block_on(adapter.request_device(&desc)).map_err(|e| {
         BackendError::Unsupported(format!(
             "cannot open a device on {}: {e}; try --backend cpu",
             summary.name
         ))
     })?;
-    Ok(Gpu {
-        device,
-        queue,
-        summary,
-        limits,
-        subgroups: features.contains(wgpu::Features::SUBGROUP),
-    })
+    Ok(Gpu::new(opened, summary, limits, features))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu::Features as F;
+
+    #[test]
+    fn wanted_features_are_those_offered_and_not_turned_off() {
+        let offered = F::SUBGROUP | F::SHADER_F16 | F::TIMESTAMP_QUERY;
+        let opts = |no_subgroups, no_f16| WgpuOptions {
+            no_subgroups,
+            no_f16,
+            ..Default::default()
+        };
+        // Options only ever remove (the environment may remove more, never add).
+        assert_eq!(wanted_features(offered, &opts(true, true)), F::empty());
+        assert!(!wanted_features(offered, &opts(true, false)).contains(F::SUBGROUP));
+        assert!(!wanted_features(offered, &opts(false, true)).contains(F::SHADER_F16));
+        // Nothing the adapter lacks, nothing beyond the two.
+        assert_eq!(wanted_features(F::empty(), &opts(false, false)), F::empty());
+        assert!(
+            (wanted_features(offered, &opts(false, false)) - (F::SUBGROUP | F::SHADER_F16))
+                .is_empty()
+        );
+        if !env_flag("WEFT_WGPU_NO_SUBGROUPS") && !env_flag("WEFT_WGPU_NO_F16") {
+            assert_eq!(
+                wanted_features(offered, &opts(false, false)),
+                F::SUBGROUP | F::SHADER_F16
+            );
+        }
+    }
 }

@@ -8,12 +8,14 @@
 //! - [`Backend::execute`] records the whole step — all layers, all rows — into one command
 //!   encoder with one submission, and reads back only the graph's outputs (logits, or the top-k
 //!   ids and values when the graph ends in `TopK`). Pipelines are compiled once and cached.
-//! - Kernels use only core WGSL (f16 through `pack2x16float`/`unpack2x16float`, no subgroups),
-//!   so the same code runs on every adapter; at most 7 storage buffers per stage, 256
-//!   invocations per workgroup and WebGPU's default 16 KiB of workgroup memory. The one
-//!   extension is the tiled prefill product's `dot4I8Packed`/`pack4xI8` (WGSL's
-//!   `packed_4x8_integer_dot_product` language feature: naga on every native backend, with a
-//!   polyfill where the device lacks integer dot products; Chromium's WebGPU).
+//! - Kernels use core WGSL (f16 through `pack2x16float`/`unpack2x16float` and integer
+//!   rounding), so the same code runs on every adapter; at most 7 storage buffers per stage,
+//!   256 invocations per workgroup and WebGPU's default 16 KiB of workgroup memory. Where the
+//!   adapter has them, subgroup operations (maxima and best indices of the reductions) and
+//!   shader-f16 (native f16 reads of F16 weights and the f16 cache) replace their core forms,
+//!   with bit-identical results. The one language extension is the tiled prefill product's
+//!   `dot4I8Packed`/`pack4xI8` (WGSL's `packed_4x8_integer_dot_product`: naga on every native
+//!   backend, with a polyfill where the device lacks integer dot products; Chromium's WebGPU).
 //! - Products: on GPUs, cooperative rows for decode and float weights, tiles of 64 weight rows ×
 //!   16 tokens decoded into workgroup memory for prefill; on CPU adapters one row per
 //!   invocation. All give the same bits.
@@ -34,6 +36,8 @@ mod open_async;
 mod pending;
 mod pipelines;
 mod record;
+#[cfg(target_arch = "wasm32")]
+mod web_features;
 mod weights;
 
 use std::sync::Arc;
@@ -68,6 +72,11 @@ pub struct WgpuOptions {
     /// a non-empty `WEFT_WGPU_NO_SUBGROUPS` other than `0`). Results are bit-identical either
     /// way: subgroups only take maxima and best indices, whose order does not matter.
     pub no_subgroups: bool,
+    /// Never use shader-f16 (native `f16` storage reads of F16 weights and the f16 KV cache),
+    /// even where the adapter has it (also forced natively by a non-empty `WEFT_WGPU_NO_F16`
+    /// other than `0`); the fallback unpacks u32 words. Results are bit-identical either way:
+    /// an f16 converts to f32 exactly.
+    pub no_f16: bool,
 }
 
 /// The two forms of the matrix-product kernel.
@@ -110,7 +119,7 @@ impl WgpuBackend {
     /// `--backend cpu`) when there is no adapter.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn new(opts: &WgpuOptions) -> Result<Self> {
-        let gpu = device::open(opts.device_index, opts.no_subgroups)?;
+        let gpu = device::open(opts.device_index, opts)?;
         Ok(Self::with_gpu(gpu, opts))
     }
 
@@ -130,7 +139,7 @@ impl WgpuBackend {
             Some(k) => k == MatMulKernel::RowPerInvocation,
             None => gpu.summary.device_type == "Cpu",
         };
-        let pipelines = Pipelines::new(gpu.subgroups);
+        let pipelines = Pipelines::new(gpu.subgroups, gpu.f16);
         WgpuBackend {
             gpu,
             pipelines,
@@ -183,6 +192,12 @@ impl WgpuBackend {
     /// Whether the reduction kernels use subgroup operations (see [`WgpuOptions::no_subgroups`]).
     pub fn uses_subgroups(&self) -> bool {
         self.pipelines.subgroups()
+    }
+
+    /// Whether F16 weights and the f16 KV cache are read as native f16 (see
+    /// [`WgpuOptions::no_f16`]).
+    pub fn uses_f16(&self) -> bool {
+        self.pipelines.f16()
     }
 
     /// Pipelines compiled so far.

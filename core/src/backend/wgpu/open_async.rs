@@ -29,27 +29,31 @@ impl WgpuBackend {
         })?;
         let summary = summary(0, &adapter);
         let limits = adapter.limits();
-        let features = wanted_features(adapter.features(), opts.no_subgroups);
+        let features = wanted_features(adapter.features(), opts);
         let desc = wgpu::DeviceDescriptor {
             label: Some("weft"),
             required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         };
-        let (device, queue) = adapter.request_device(&desc).await.map_err(|e| {
+        // The browser's subgroups, which wgpu 30 does not request itself (see web_features).
+        #[cfg(target_arch = "wasm32")]
+        let extra = (wanted_features(wgpu::Features::SUBGROUP, opts) != wgpu::Features::empty())
+            .then(|| super::web_features::ExtraFeatures::install(&["subgroups"]));
+        let opened = adapter.request_device(&desc).await;
+        #[cfg(target_arch = "wasm32")]
+        drop(extra);
+        let opened = opened.map_err(|e| {
             BackendError::Unsupported(format!(
                 "cannot open a WebGPU device on {}: {e}",
                 summary.name
             ))
         })?;
+        #[cfg(target_arch = "wasm32")]
+        let (features, summary) =
+            super::web_features::with_subgroups(&adapter, &opened.0, features, summary);
         Ok(Self::with_gpu(
-            Gpu {
-                device,
-                queue,
-                summary,
-                limits,
-                subgroups: features.contains(wgpu::Features::SUBGROUP),
-            },
+            Gpu::new(opened, summary, limits, features),
             opts,
         ))
     }

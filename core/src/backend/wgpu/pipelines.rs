@@ -56,34 +56,46 @@ pub(super) fn quant_kind(ty: GgmlType) -> u32 {
 }
 
 impl Kernel {
-    /// (source, entry point); `sg`: the reductions use subgroup operations.
-    fn source(self, sg: bool) -> (String, &'static str) {
+    /// (source, entry point); `sg`: the reductions use subgroup operations; `f16`: F16 weights
+    /// and the f16 cache are read through native f16 bindings (shader-f16).
+    fn source(self, sg: bool, f16: bool) -> (String, &'static str) {
         use weft_shaders as s;
-        let ty = |t: GgmlType| quant_name(t).expect("weights are converted to a kernel type");
-        let reduce = |k: &str| {
-            let src = s::with_reduce(k, sg);
-            // Browsers need the directive; naga (native) rejects it.
+        let quant = |kernel: &str, t: GgmlType| {
+            if f16 && t == GgmlType::F16 {
+                s::with_quant_f16(kernel)
+            } else {
+                s::with_quant(
+                    kernel,
+                    quant_name(t).expect("weights are converted to a kernel type"),
+                )
+            }
+        };
+        // Browsers need the directive; naga (native) rejects it.
+        let sg_directive = |src: String| {
             if sg && cfg!(target_arch = "wasm32") {
                 format!("{}{src}", s::SUBGROUPS_DIRECTIVE)
             } else {
                 src
             }
         };
-        let attention = || reduce(&s::with_exact(&s::with_math(s::ATTENTION)));
+        let reduce = |k: &str| sg_directive(s::with_reduce(k, sg));
         match self {
-            Kernel::MatMul(t) => (s::with_quant(s::MATMUL, ty(t)), "main"),
-            Kernel::MatMulTiled(t) => (s::matmul_tiled(ty(t)), "tiled"),
-            Kernel::MatMulRows(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row"),
-            Kernel::MatMulRowsTile(t) => (s::with_quant(s::MATMUL, ty(t)), "per_row_tile"),
-            Kernel::Embed(t) => (s::with_quant(s::EMBED, ty(t)), "main"),
+            Kernel::MatMul(t) => (quant(s::MATMUL, t), "main"),
+            Kernel::MatMulTiled(t) => (
+                s::matmul_tiled(quant_name(t).expect("tiled products take quantized weights")),
+                "tiled",
+            ),
+            Kernel::MatMulRows(t) => (quant(s::MATMUL, t), "per_row"),
+            Kernel::MatMulRowsTile(t) => (quant(s::MATMUL, t), "per_row_tile"),
+            Kernel::Embed(t) => (quant(s::EMBED, t), "main"),
             Kernel::Elementwise => (s::with_exact(&s::with_math(s::ELEMENTWISE)), "main"),
             Kernel::RmsNorm => (s::with_exact(s::NORM), "rms_norm"),
             Kernel::LayerNorm => (s::with_exact(s::NORM), "layer_norm"),
             Kernel::Rope => (s::with_exact(&s::with_math(s::ROPE)), "main"),
-            Kernel::KvStoreF16 => (s::KV.into(), "store_f16"),
-            Kernel::KvStoreF32 => (s::KV.into(), "store_f32"),
-            Kernel::AttentionF16 => (attention(), "attn_f16"),
-            Kernel::AttentionF32 => (attention(), "attn_f32"),
+            Kernel::KvStoreF16 => (s::with_exact(s::KV), "store_f16"),
+            Kernel::KvStoreF32 => (s::with_exact(s::KV), "store_f32"),
+            Kernel::AttentionF16 => (sg_directive(s::attention(f16, sg)), "attn_f16"),
+            Kernel::AttentionF32 => (sg_directive(s::attention(false, sg)), "attn_f32"),
             Kernel::Softmax => (reduce(&s::with_math(s::SOFTMAX)), "main"),
             Kernel::TopK => (reduce(s::TOPK), "main"),
             Kernel::ActQ8_0 => (s::with_exact(s::ACTQUANT), "q8_0"),
@@ -97,14 +109,18 @@ pub(super) struct Pipelines {
     map: HashMap<Kernel, wgpu::ComputePipeline>,
     /// Reductions use subgroup operations (the device was opened with `SUBGROUP`).
     subgroups: bool,
+    /// F16 weights and caches are read as native f16 (the device was opened with `SHADER_F16`).
+    f16: bool,
 }
 
 impl Pipelines {
-    /// An empty cache; `subgroups`: build the subgroup variants of the reduction kernels.
-    pub fn new(subgroups: bool) -> Self {
+    /// An empty cache; `subgroups`: build the subgroup variants of the reduction kernels;
+    /// `f16`: the native f16 variants of the F16-weight and f16-cache readers.
+    pub fn new(subgroups: bool, f16: bool) -> Self {
         Pipelines {
             map: HashMap::new(),
             subgroups,
+            f16,
         }
     }
 
@@ -113,11 +129,16 @@ impl Pipelines {
         self.subgroups
     }
 
+    /// Whether F16 weights and f16 caches are read through native f16 bindings.
+    pub fn f16(&self) -> bool {
+        self.f16
+    }
+
     /// The pipeline of `k`, compiled on first use.
     pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> &wgpu::ComputePipeline {
-        let sg = self.subgroups;
+        let (sg, f16) = (self.subgroups, self.f16);
         self.map.entry(k).or_insert_with(|| {
-            let (src, entry) = k.source(sg);
+            let (src, entry) = k.source(sg, f16);
             let label = format!("{k:?}");
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
