@@ -81,3 +81,69 @@ pub fn reference(key: &str) -> Option<serde_json::Value> {
     };
     Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
 }
+
+/// The reference comparison (the reference README's rules): steps are compared while the
+/// reference's top-1/top-2 margin is at least this...
+pub const MIN_MARGIN: f64 = 0.3;
+/// ...our token must be the reference's, and every reference top-5 logit within this of ours
+/// (raw, no centring)...
+pub const LOGIT_TOLERANCE: f64 = 1.0;
+/// ...and the top-5 ids agree as sets, except that a reference id may be missing from ours when
+/// our logit for it is within this of our 5th (a near-tie at the set boundary).
+pub const BOUNDARY_TIE: f64 = 0.4;
+
+/// A JSON array of token ids.
+pub fn ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .expect("an array of token ids")
+        .iter()
+        .map(|x| x.as_u64().expect("a token id") as u32)
+        .collect()
+}
+
+/// What one compared step found.
+pub struct StepCheck {
+    /// Disagreements, each naming `here` (empty when the step matches).
+    pub bad: Vec<String>,
+    /// How far below our 5th logit a reference top-5 id we lack lies (0 when none is missing).
+    pub boundary_gap: f64,
+}
+
+/// Checks our `logits` at one reference `step` by the rules above; `here` names the step in
+/// messages. None past the comparable range (a reference margin below [`MIN_MARGIN`]).
+pub fn check_step(here: &str, step: &serde_json::Value, logits: &[f32]) -> Option<StepCheck> {
+    if step["margin"].as_f64().expect("margin") < MIN_MARGIN {
+        return None;
+    }
+    let want = step["token"].as_u64().expect("token") as u32;
+    let top5: Vec<(u32, f64)> = step["top5"]
+        .as_array()
+        .expect("top5")
+        .iter()
+        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap()))
+        .collect();
+    let mine = crate::backend::top_k_host(logits, 5);
+    let here = format!("{here}: mine {mine:?}, reference {top5:?}");
+    let mut bad = Vec::new();
+    if mine[0].0 != want {
+        bad.push(format!("{here}: token {} instead of {want}", mine[0].0));
+    }
+    let fifth = mine[4].1 as f64;
+    let mut boundary_gap = 0f64;
+    for (id, l) in &top5 {
+        let got = logits[*id as usize] as f64;
+        if !mine.iter().any(|p| p.0 == *id) {
+            boundary_gap = boundary_gap.max(fifth - got);
+            if fifth - got > BOUNDARY_TIE {
+                bad.push(format!(
+                    "{here}: reference top-5 id {id} is {:.3} below our 5th logit",
+                    fifth - got
+                ));
+            }
+        }
+        if (got - l).abs() > LOGIT_TOLERANCE {
+            bad.push(format!("{here}: logit of {id} is {got}, reference {l}"));
+        }
+    }
+    Some(StepCheck { bad, boundary_gap })
+}

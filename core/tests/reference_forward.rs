@@ -22,75 +22,7 @@ use weft_core::backend::KvDtype;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::test_support::{model_path, reference};
-
-const MIN_MARGIN: f64 = 0.3;
-const LOGIT_TOLERANCE: f64 = 1.0;
-const BOUNDARY_TIE: f64 = 0.4;
-
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// What one compared step found.
-struct StepCheck {
-    /// Disagreements (empty when the step matches).
-    bad: Vec<String>,
-    /// How far below our 5th logit a reference top-5 id we lack lies (0 when none is missing).
-    boundary_gap: f64,
-}
-
-/// Checks one step's logits against a reference step. Returns `None` past the comparable range
-/// (a reference near-tie).
-fn check_step(
-    case: usize,
-    i: usize,
-    step: &serde_json::Value,
-    logits: &[f32],
-) -> Option<StepCheck> {
-    let margin = step["margin"].as_f64().unwrap();
-    if margin < MIN_MARGIN {
-        return None;
-    }
-    let mut bad = Vec::new();
-    let want_token = step["token"].as_u64().unwrap() as u32;
-    let top5_ref: Vec<(u32, f64)> = step["top5"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap()))
-        .collect();
-    let mine = weft_core::backend::top_k_host(logits, 5);
-    let here = format!("case {case} step {i}: mine {mine:?}, reference {top5_ref:?}");
-    if mine[0].0 != want_token {
-        bad.push(format!(
-            "{here}: token {} instead of {want_token}",
-            mine[0].0
-        ));
-    }
-    let fifth = mine[4].1 as f64;
-    let mut boundary_gap = 0f64;
-    for (id, l) in &top5_ref {
-        let got = logits[*id as usize] as f64;
-        if !mine.iter().any(|p| p.0 == *id) {
-            boundary_gap = boundary_gap.max(fifth - got);
-            if fifth - got > BOUNDARY_TIE {
-                bad.push(format!(
-                    "{here}: reference top-5 id {id} is {:.3} below our 5th logit",
-                    fifth - got
-                ));
-            }
-        }
-        if (got - l).abs() > LOGIT_TOLERANCE {
-            bad.push(format!("{here}: logit of {id} is {got}, reference {l}"));
-        }
-    }
-    Some(StepCheck { bad, boundary_gap })
-}
+use weft_core::test_support::{check_step, ids, model_path, reference};
 
 fn run_model(key: &str, kv: KvDtype) {
     let (Some(path), Some(reference)) = (model_path(key), reference(key)) else {
@@ -116,7 +48,7 @@ fn run_model(key: &str, kv: KvDtype) {
         let prompt = ids(&case["prompt_ids"]);
         let mut logits = engine.prefill(seq, &prompt).unwrap();
         for (i, step) in case["steps"].as_array().unwrap().iter().enumerate() {
-            match check_step(ci, i, step, &logits) {
+            match check_step(&format!("case {ci} step {i}"), step, &logits) {
                 None => break,
                 Some(c) => {
                     failures.extend(c.bad);

@@ -13,7 +13,7 @@ use weft_core::backend::KvDtype;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::test_support::{model_path, reference};
+use weft_core::test_support::{self, ids, model_path, reference};
 
 // The rule of `reference_forward.rs` (CPU backend), i.e. the reference README's: compare up
 // to the first step whose reference margin is below 0.3; same greedy token; every reference
@@ -24,50 +24,18 @@ use weft_core::test_support::{model_path, reference};
 // logits agree to the last bit on Gemma 3 and Qwen2.5 and within about 1.0 on SmolLM2, where
 // RoPE's sin/cos (correctly rounded on the GPU, glibc's on the CPU: they differ on ~0.5% of
 // angles) flip a few f16-rounded keys. Measured: docs/benchmarks.md.
-const MIN_MARGIN: f64 = 0.3;
-const LOGIT_TOLERANCE: f64 = 1.0;
-const BOUNDARY_TIE: f64 = 0.4;
 const MAX_STEPS: usize = 16;
 
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Checks one step; returns false past the comparable range.
+/// Checks one step (the CPU test's rules, `test_support::check_step`); false past the
+/// comparable range.
 fn check_step(key: &str, case: usize, i: usize, step: &serde_json::Value, logits: &[f32]) -> bool {
-    if step["margin"].as_f64().unwrap() < MIN_MARGIN {
-        return false;
-    }
-    let want = step["token"].as_u64().unwrap() as u32;
-    let top5: Vec<(u32, f64)> = step["top5"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| (p[0].as_u64().unwrap() as u32, p[1].as_f64().unwrap()))
-        .collect();
-    let mine = weft_core::backend::top_k_host(logits, 5);
-    let here = format!("{key} case {case} step {i}: mine {mine:?}, reference {top5:?}");
-    assert_eq!(mine[0].0, want, "{here}");
-    let fifth = mine[4].1 as f64;
-    for (id, l) in &top5 {
-        let got = logits[*id as usize] as f64;
-        if !mine.iter().any(|p| p.0 == *id) {
-            assert!(
-                fifth - got <= BOUNDARY_TIE,
-                "{here}: reference top-5 id {id} is not in mine ({:.3} below our 5th)",
-                fifth - got
-            );
+    match test_support::check_step(&format!("{key} case {case} step {i}"), step, logits) {
+        None => false,
+        Some(c) => {
+            assert!(c.bad.is_empty(), "{}", c.bad.join("\n"));
+            true
         }
-        assert!(
-            (got - l).abs() <= LOGIT_TOLERANCE,
-            "{here}: logit of {id} is {got}, reference {l}"
-        );
     }
-    true
 }
 
 fn engine(key: &str, backend: Box<dyn weft_core::backend::Backend>) -> Engine {
