@@ -5,8 +5,10 @@
 //   q8_0: blocks of 32, d = amax/127 stored as f16  (Q8_0 and Q8_1)
 //   q8_k: blocks of 256, d = 1/id in f32
 // The divisions are correctly rounded (exact.wgsl), as on the CPU: an ulp of id moves quants.
-// Output: the integer quants (as f32) and, per 32 elements, (d, f16(d·Σq)) — the scale and
-// the sum Q8_1 stores; matmul.wgsl forms the integer block dot products from them.
+// Output: the integer quants, four to a u32 word as packed i8 (pack4xI8: element 4i + k in
+// byte k of word i; every quant fits, |q| <= 127), a quarter of the bytes of f32 values for
+// the products to read; and, per 32 elements, (d, f16(d·Σq)) — the scale and the sum Q8_1
+// stores; matmul.wgsl forms the integer block dot products from them.
 
 struct Params {
     n_blocks: u32,
@@ -16,7 +18,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+// The packed quants: one word per 4 elements.
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
 // Per 32 elements: the block's scale (f16-rounded for q8_0, the f32 1/id for q8_k) and
 // f16(d · Σq) with d = amax/127 unrounded, the sum Q8_1 stores (Q4_1 products use it for
 // their minimum term). Every entry writes both, so all share one layout.
@@ -46,11 +49,12 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
         ds = select(0.0, div_rn(1.0, id), amax != 0.0);
     }
     for (var g = 0u; g < n / 32u; g++) {
+        // Σq in f32 as before: exact (|Σq| <= 32·127), so the order does not matter.
         var qsum = 0.0;
-        for (var j = base + 32u * g; j < base + 32u * (g + 1u); j++) {
-            let q = clamp(round(x[j] * id), -127.0, 127.0);
-            qsum += q;
-            y[j] = q;
+        for (var j = base + 32u * g; j < base + 32u * (g + 1u); j += 4u) {
+            let q = clamp(round(vec4<f32>(x[j], x[j + 1u], x[j + 2u], x[j + 3u]) * id), vec4<f32>(-127.0), vec4<f32>(127.0));
+            qsum += (q.x + q.y) + (q.z + q.w);
+            y[j / 4u] = pack4xI8(vec4<i32>(q));
         }
         let u = base / 32u + g;
         sums[2u * u] = ds;

@@ -9,7 +9,8 @@
 // kernel of matmul_tiled.wgsl (appended to this file), with the same results.
 //
 // Quantized weights (QKIND 1-3) are dotted with quantized activations (actquant.wgsl: integer
-// quants, and per 32 elements the block scale and Q8_1 sum) in the CPU backend's arithmetic,
+// quants packed four to a word, and per 32 elements the block scale and Q8_1 sum) in the CPU
+// backend's arithmetic,
 // so both backends give the same bits (a quant flipped downstream moves logits by tenths):
 //   1, 32-element blocks (Q4_0, Q4_1, Q5_0, Q8_0), the order of the CPU's AVX2 kernels:
 //      8 lanes of 4 elements; per block d = dw·da and, for lane L, the integer dot of the
@@ -20,7 +21,8 @@
 //      sumi = Σ sc_j·(q·a over sub-block j) and summ = Σ m_j·(Σ a over sub-block j); the block
 //      adds (da·d)·sumi − (da·dmin)·summ to a running sum, block after block.
 //   3, Q6_K: as 2 with (q − 32) and the two scales of each unit's halves, no minimum.
-// Float weights (QKIND 0: F32, F16) are dotted with the f32 activations in units.
+// Float weights (QKIND 0: F32, F16) are dotted with the f32 activations in units (or with the
+// quants times their scale when `act_q`).
 // `keep` hides a product from the compiler so that it is not fused with the following
 // addition (fusing changes the rounding); `fma_x` rounds once where the CPU fuses.
 
@@ -43,7 +45,9 @@ struct Params {
 }
 
 // Binding 0, the weights `w`, is declared by the dequantizer file (quant.wgsl or quant_f16.wgsl).
-@group(0) @binding(1) var<storage, read> x: array<f32>;
+// The activations: f32 values (as bits), or with `act_q` and for quantized weights the packed
+// quants of actquant.wgsl (one word per 4 elements).
+@group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 // Per 32-element unit of x (quantized activations): (scale, Q8_1 sum); a dummy otherwise.
 @group(0) @binding(3) var<storage, read> xs: array<f32>;
@@ -85,21 +89,28 @@ fn fma_x4(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>) -> vec4<f32> {
 // (quants times their block scale when the activations are quantized).
 fn unit_dot(row: u32, u: u32, xb: u32) -> f32 {
     let sc = scales(row, u);
+    let act_q = p.act_q != 0u;
     var sx = 1.0;
-    if (p.act_q != 0u) {
+    if (act_q) {
         sx = xs[2u * (xb / 32u)];
     }
     var s = 0.0;
     for (var q = 0u; q < 8u; q++) {
-        let xv = vec4<f32>(x[xb + 4u * q], x[xb + 4u * q + 1u], x[xb + 4u * q + 2u], x[xb + 4u * q + 3u]) * sx;
+        let i = xb + 4u * q;
+        var xv: vec4<f32>;
+        if (act_q) {
+            xv = vec4<f32>(xq(i)) * sx;
+        } else {
+            xv = bitcast<vec4<f32>>(vec4<u32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]));
+        }
         s += dot(quad(row, u, q, sc), xv);
     }
     return s;
 }
 
-// Four activation quants.
+// The four activation quants from element i (a multiple of 4): one packed word.
 fn xq(i: u32) -> vec4<i32> {
-    return vec4<i32>(i32(x[i]), i32(x[i + 1u]), i32(x[i + 2u]), i32(x[i + 3u]));
+    return unpack4xI8(x[i / 4u]);
 }
 
 // Lane L's integer dot in unit u (activation unit starting at xb).

@@ -5,8 +5,8 @@
 // `main` re-reads and re-decodes every weight unit once per token; here a workgroup walks K
 // in steps of KU 32-element units: its 256 invocations decode the tile's weight quants (one
 // row-unit each) into workgroup memory as packed i8x4 words with the row-unit's scales, and
-// pack the tile's activation quants (x holds them as f32 values) with their per-unit scale and
-// Q8_1 sum; after a barrier each invocation updates the outputs of one row × TPI tokens from
+// copy the tile's activation quants (x holds them packed, as actquant.wgsl writes them) with
+// their per-unit scale and Q8_1 sum; after a barrier each invocation updates the outputs of one row × TPI tokens from
 // workgroup memory. Every output keeps its own accumulators in `row_dot`'s order (the lane
 // accumulators by block parity for QKIND 1; per 256-block integer sums, then the block's
 // float terms in block order for QKIND 2/3), so the results are `per_row`'s — and the CPU
@@ -19,7 +19,7 @@
 // 13568 bytes (the arrays below), under WebGPU's default 16384; 256 invocations, WebGPU's
 // default maximum. Why not 32 × 32: prompts of tens of tokens and batches of decode rows
 // would leave most of a 32-token tile idle, and 64 rows read each activation unit half as
-// often (x holds f32 quants, 4 bytes an element: the larger stream per staged element).
+// often (1 byte an activation element against ~0.6 for the weights).
 // Float weights (QKIND 0) keep `main`.
 
 const RT: u32 = 64u;  // weight rows per tile
@@ -62,14 +62,13 @@ fn stage(lid: u32, row0: u32, t0: u32, nt: u32, k0: u32, nu: u32) {
             }
         }
     }
-    // Activations: TT·KU·8 words, two per invocation, neighbours reading neighbouring quads.
+    // Activations: TT·KU·8 words, two per invocation, neighbours reading neighbouring words.
     for (var j = lid; j < TT * KU * 8u; j += RT * TT / TPI) {
         let t = j / (KU * 8u);
         let ju = (j / 8u) % KU;
         var v = 0u;
         if (t < nt && ju < nu) {
-            let xb = (t0 + t) * p.cols + 32u * (k0 + ju) + 4u * (j % 8u);
-            v = pack4xI8(vec4<i32>(i32(x[xb]), i32(x[xb + 1u]), i32(x[xb + 2u]), i32(x[xb + 3u])));
+            v = x[((t0 + t) * p.cols + 32u * (k0 + ju)) / 4u + j % 8u];
         }
         tx[j] = v;
     }

@@ -272,8 +272,9 @@ impl<'a> Recorder<'a> {
     }
 
     /// The activations a product with a `file_ty` weight reads: as they are, or quantized to
-    /// the CPU backend's partner type (`quant::dot::vec_dot_type`) as integer quants, computed
-    /// once per (tensor, type) and shared by every product reading them (e.g. Q, K and V).
+    /// the CPU backend's partner type (`quant::dot::vec_dot_type`) as integer quants (packed
+    /// 8-bit, four to a u32 word: actquant.wgsl), computed once per (tensor, type) and shared
+    /// by every product reading them (e.g. Q, K and V).
     /// Also, per 32 elements, the block scale and the sum Q8_1 activations store (the dummy
     /// buffer when the activations are not quantized).
     fn quantized_input(
@@ -301,7 +302,8 @@ impl<'a> Recorder<'a> {
         }
         let src = self.input(x)?;
         let until = self.last_use[x.0 as usize];
-        let out = self.alloc((rows * cols * 4) as u64, until);
+        // One byte per quant (cols is a multiple of 32: whole words).
+        let out = self.alloc((rows * cols) as u64, until);
         let sums = self.alloc((rows * cols / 32 * 8) as u64, until);
         let n_blocks = rows * cols / block;
         let (gx, gy) = grid(n_blocks.div_ceil(64));
