@@ -13,9 +13,11 @@
 //!   256 invocations per workgroup and WebGPU's default 16 KiB of workgroup memory. Where the
 //!   adapter has them, subgroup operations (maxima and best indices of the reductions) and
 //!   shader-f16 (native f16 reads of F16 weights and the f16 cache) replace their core forms,
-//!   with bit-identical results. The one language extension is the tiled prefill product's
-//!   `dot4I8Packed`/`pack4xI8` (WGSL's `packed_4x8_integer_dot_product`: naga on every native
-//!   backend, with a polyfill where the device lacks integer dot products; Chromium's WebGPU).
+//!   with bit-identical results. The one language extension is WGSL's
+//!   `packed_4x8_integer_dot_product` (naga on every native backend, with a polyfill where the
+//!   device lacks integer dot products; Chromium's WebGPU): activation quants are stored packed
+//!   four to a word (`pack4xI8`, read with `unpack4xI8`), and the tiled prefill product dots
+//!   words with `dot4I8Packed`.
 //! - Products: on GPUs, cooperative rows for decode and float weights, tiles of 64 weight rows ×
 //!   16 tokens decoded into workgroup memory for prefill; on CPU adapters one row per
 //!   invocation. All give the same bits.
