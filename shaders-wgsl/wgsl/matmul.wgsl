@@ -39,7 +39,7 @@ struct Params {
     groups_x: u32,    // workgroups along x (row groups are spread over x and y)
     tpr: u32,         // invocations per row: a power of two dividing WG (16 for QKIND 1)
     zero: u32,        // 0, unknown to the compiler (see `keep`)
-    act_q: u32,       // 1: x holds quants (float weights converted at load from a quantized type)
+    act_q: u32,       // 1: x holds packed quants (float weights converted at load from a quantized type)
     _pad1: u32,
     _pad2: u32,
 }
