@@ -9,6 +9,11 @@ pub const MATMUL: &str = include_str!("../wgsl/matmul.wgsl");
 /// Workgroup-memory tiles of weight rows × tokens for prefill on GPUs (entry point `tiled`);
 /// appended to [`MATMUL`] (see [`matmul_tiled`]).
 pub const MATMUL_TILED: &str = include_str!("../wgsl/matmul_tiled.wgsl");
+/// `pack_i8`/`unpack_i8`/`dot_i8` on WGSL's `packed_4x8_integer_dot_product` built-ins, for
+/// the modules using packed 8-bit quants (see [`with_packed`]).
+pub const PACKED_I8: &str = include_str!("../wgsl/packed_i8.wgsl");
+/// The same functions in core WGSL, for implementations without that language extension.
+pub const PACKED_I8_CORE: &str = include_str!("../wgsl/packed_i8_core.wgsl");
 /// Embedding gather from a (quantized) table.
 pub const EMBED: &str = include_str!("../wgsl/embed.wgsl");
 /// Dequantizers of every supported weight type (appended to `MATMUL` / `EMBED`; it declares
@@ -156,6 +161,14 @@ pub fn attention(native_f16: bool, subgroups: bool) -> String {
 /// The directive of modules that use the `f16` type (naga and browsers both require it).
 pub const F16_DIRECTIVE: &str = "enable f16;\n";
 
+/// `kernel` (the activation quantizer or a matrix product: the users of packed 8-bit quants)
+/// with `pack_i8`/`unpack_i8`/`dot_i8` appended: on the language extension's built-ins
+/// ([`PACKED_I8`]) when `builtins`, else in core WGSL ([`PACKED_I8_CORE`]); same results.
+pub fn with_packed(kernel: &str, builtins: bool) -> String {
+    let f = if builtins { PACKED_I8 } else { PACKED_I8_CORE };
+    format!("{kernel}\n{f}")
+}
+
 /// `kernel` with the correctly rounded integer arithmetic of `exact.wgsl` appended.
 pub fn with_exact(kernel: &str) -> String {
     format!("{kernel}\n{EXACT}")
@@ -189,20 +202,34 @@ pub const SUBGROUPS_DIRECTIVE: &str = "enable subgroups;\n";
 /// the validation test.
 pub fn all_modules() -> Vec<(String, String)> {
     let mut v = Vec::new();
+    // The users of packed quants with the language extension's built-ins, and ("+core") with
+    // the core-WGSL functions.
+    for (tag, builtins) in [("", true), ("+core", false)] {
+        for ty in QUANT_TYPES {
+            let matmul = with_packed(&with_quant(MATMUL, ty), builtins);
+            v.push((format!("matmul/{ty}{tag}"), matmul));
+            v.push((
+                format!("matmul_tiled/{ty}{tag}"),
+                with_packed(&matmul_tiled(ty), builtins),
+            ));
+        }
+        let act = with_packed(&with_exact(ACTQUANT), builtins);
+        v.push((format!("actquant{tag}"), act));
+    }
     for ty in QUANT_TYPES {
-        v.push((format!("matmul/{ty}"), with_quant(MATMUL, ty)));
-        v.push((format!("matmul_tiled/{ty}"), matmul_tiled(ty)));
         v.push((format!("embed/{ty}"), with_quant(EMBED, ty)));
     }
     // F16 weights through native f16 bindings ("+f16": shader-f16 devices).
-    v.push(("matmul/f16+f16".into(), with_quant_f16(MATMUL)));
+    v.push((
+        "matmul/f16+f16".into(),
+        with_packed(&with_quant_f16(MATMUL), true),
+    ));
     v.push(("embed/f16+f16".into(), with_quant_f16(EMBED)));
     for (name, src) in [
         ("elementwise", with_exact(&with_math(ELEMENTWISE))),
         ("norm", with_exact(NORM)),
         ("rope", with_exact(&with_math(ROPE))),
         ("kv", with_exact(KV)),
-        ("actquant", with_exact(ACTQUANT)),
     ] {
         v.push((name.to_string(), src));
     }

@@ -5,12 +5,17 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 #[test]
 fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
-    // 9 weight types × (matmul, matmul_tiled, embed), F16 again on native f16 bindings
-    // (matmul, embed), 5 other kernel families, 3 with reductions plus attention's native f16
-    // cache, each without and with subgroups.
+    // 9 weight types × (matmul, matmul_tiled) and the activation quantizer, each with the packed
+    // built-ins and in core WGSL; 9 × embed; F16 again on native f16 bindings (matmul, embed);
+    // 4 other kernel families; 3 with reductions plus attention's native f16 cache, each
+    // without and with subgroups.
     assert_eq!(
         modules.len(),
-        3 * weft_shaders::QUANT_TYPES.len() + 2 + 5 + 2 * 4
+        2 * (2 * weft_shaders::QUANT_TYPES.len() + 1)
+            + weft_shaders::QUANT_TYPES.len()
+            + 2
+            + 4
+            + 2 * 4
     );
     let mut failures = Vec::new();
     for (name, src) in &modules {
@@ -24,6 +29,14 @@ fn every_module_parses_and_validates() {
         // Only core WGSL, so the modules run on every adapter. pack2x16float/unpack2x16float
         // are core WebGPU; naga lists them as a capability only because a few GL ES drivers
         // lack them (wgpu enables it wherever WebGPU-conformant).
+        // The packed_4x8_integer_dot_product built-ins only through PACKED_I8, which the backend
+        // appends only where the implementation has the language extension.
+        let builtins = ["pack4xI8", "unpack4xI8", "dot4I8Packed"];
+        if !src.contains(weft_shaders::PACKED_I8) {
+            for b in builtins {
+                assert!(!src.contains(b), "{name}: uses {b} outside packed_i8.wgsl");
+            }
+        }
         // Subgroup variants ("+sg") are built only where the adapter has subgroups.
         assert_eq!(
             name.contains("+f16"),

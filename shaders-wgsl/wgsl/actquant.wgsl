@@ -5,7 +5,7 @@
 //   q8_0: blocks of 32, d = amax/127 stored as f16  (Q8_0 and Q8_1)
 //   q8_k: blocks of 256, d = 1/id in f32
 // The divisions are correctly rounded (exact.wgsl), as on the CPU: an ulp of id moves quants.
-// Output: the integer quants, four to a u32 word as packed i8 (pack4xI8: element 4i + k in
+// Output: the integer quants, four to a u32 word as packed i8 (pack_i8: element 4i + k in
 // byte k of word i; every quant fits, |q| <= 127), a quarter of the bytes of f32 values for
 // the products to read; and, per 32 elements, (d, f16(d·Σq)) — the scale and the sum Q8_1
 // stores; matmul.wgsl forms the integer block dot products from them.
@@ -54,7 +54,7 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
         for (var j = base + 32u * g; j < base + 32u * (g + 1u); j += 4u) {
             let q = clamp(round(vec4<f32>(x[j], x[j + 1u], x[j + 2u], x[j + 3u]) * id), vec4<f32>(-127.0), vec4<f32>(127.0));
             qsum += (q.x + q.y) + (q.z + q.w);
-            y[j / 4u] = pack4xI8(vec4<i32>(q));
+            y[j / 4u] = pack_i8(vec4<i32>(q));
         }
         let u = base / 32u + g;
         sums[2u * u] = ds;

@@ -110,7 +110,7 @@ fn unit_dot(row: u32, u: u32, xb: u32) -> f32 {
 
 // The four activation quants from element i (a multiple of 4): one packed word.
 fn xq(i: u32) -> vec4<i32> {
-    return unpack4xI8(x[i / 4u]);
+    return unpack_i8(x[i / 4u]);
 }
 
 // Lane L's integer dot in unit u (activation unit starting at xb).

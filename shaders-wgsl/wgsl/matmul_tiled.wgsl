@@ -10,7 +10,7 @@
 // workgroup memory. Every output keeps its own accumulators in `row_dot`'s order (the lane
 // accumulators by block parity for QKIND 1; per 256-block integer sums, then the block's
 // float terms in block order for QKIND 2/3), so the results are `per_row`'s — and the CPU
-// backend's — bit for bit. Integer dots are exact in any order (dot4I8Packed).
+// backend's — bit for bit. Integer dots are exact in any order (`dot_i8`, packed_i8.wgsl).
 //
 // Tile shape: 64 rows × 16 tokens, each invocation one row × 4 tokens (one row's weight words
 // serve four tokens; the 64 invocations of a token group read the same activation words, a
@@ -51,7 +51,7 @@ fn stage(lid: u32, row0: u32, t0: u32, nt: u32, k0: u32, nu: u32) {
         let row = (row0 + r) * p.row_bytes;
         let ug = k0 + u;
         for (var q = 0u; q < 8u; q++) {
-            tw[(u * 8u + q) * RT + r] = pack4xI8(iquad(row, ug, q));
+            tw[(u * 8u + q) * RT + r] = pack_i8(iquad(row, ug, q));
         }
         if (QKIND == 1u) {
             tws[u * RT + r] = bitcast<vec2<u32>>(lscale(row, ug));
@@ -87,7 +87,7 @@ fn stage_sums(lid: u32) {
     if (lid < TT * KU) {
         var s = 0;
         for (var q = 0u; q < 8u; q++) {
-            s += dot4I8Packed(tx[lid * 8u + q], 0x01010101u);
+            s += dot_i8(tx[lid * 8u + q], 0x01010101u);
         }
         txb[lid] = s;
     }
@@ -107,10 +107,10 @@ fn tile_words(u: u32, r: u32) -> array<u32, 8> {
 fn lane_dots(wv: array<u32, 8>, xw: u32, h: u32) -> vec4<f32> {
     let b = 4u * h;
     return vec4<f32>(
-        f32(dot4I8Packed(wv[b], tx[xw + b])),
-        f32(dot4I8Packed(wv[b + 1u], tx[xw + b + 1u])),
-        f32(dot4I8Packed(wv[b + 2u], tx[xw + b + 2u])),
-        f32(dot4I8Packed(wv[b + 3u], tx[xw + b + 3u])),
+        f32(dot_i8(wv[b], tx[xw + b])),
+        f32(dot_i8(wv[b + 1u], tx[xw + b + 1u])),
+        f32(dot_i8(wv[b + 2u], tx[xw + b + 2u])),
+        f32(dot_i8(wv[b + 3u], tx[xw + b + 3u])),
     );
 }
 
@@ -180,8 +180,8 @@ fn tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index)
                         var s0 = 0;
                         var s1 = 0;
                         for (var q = 0u; q < 4u; q++) {
-                            s0 += dot4I8Packed(wv[q], tx[xw + q]);
-                            s1 += dot4I8Packed(wv[q + 4u], tx[xw + q + 4u]);
+                            s0 += dot_i8(wv[q], tx[xw + q]);
+                            s1 += dot_i8(wv[q + 4u], tx[xw + q + 4u]);
                         }
                         if (QKIND == 2u) {
                             sumi[j] += ks.x * (s0 + s1);

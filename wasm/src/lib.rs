@@ -53,7 +53,7 @@ pub struct WeftEngine {
     fresh: Option<Box<dyn Backend>>,
     adapter: Option<AdapterSummary>,
     /// WebGPU features in use: (subgroups, shader-f16).
-    features: (bool, bool),
+    features: (bool, bool, bool),
     /// The WebGPU options `create` was given (reused when a load reopens the device).
     gpu_opts: WgpuOptions,
     ctx: usize,
@@ -79,10 +79,10 @@ async fn open_webgpu(opts: &WgpuOptions) -> Result<WgpuBackend, JsValue> {
 }
 
 /// The facts `info` reports of an open WebGPU backend: its adapter and the features in use.
-fn gpu_facts(b: &WgpuBackend) -> (Option<AdapterSummary>, (bool, bool)) {
+fn gpu_facts(b: &WgpuBackend) -> (Option<AdapterSummary>, (bool, bool, bool)) {
     (
         Some(b.adapter().clone()),
-        (b.uses_subgroups(), b.uses_f16()),
+        (b.uses_subgroups(), b.uses_f16(), b.uses_packed_builtins()),
     )
 }
 
@@ -108,13 +108,13 @@ impl WeftEngine {
                 let facts = gpu_facts(&b);
                 (("webgpu".into(), Box::new(b) as Box<dyn Backend>), facts)
             }
-            "cpu" => (cpu(), (None, (false, false))),
+            "cpu" => (cpu(), (None, (false, false, false))),
             "auto" => match open_webgpu(&gpu_opts).await {
                 Ok(b) => {
                     let facts = gpu_facts(&b);
                     (("webgpu".into(), Box::new(b) as Box<dyn Backend>), facts)
                 }
-                Err(_) => (cpu(), (None, (false, false))),
+                Err(_) => (cpu(), (None, (false, false, false))),
             },
             other => {
                 return Err(error(format!(
@@ -297,7 +297,11 @@ impl WeftEngine {
             "backend": self.backend,
             "adapter": adapter,
             // WebGPU features the kernels use (those of `adapter` not turned off).
-            "features": {"subgroups": self.features.0, "shaderF16": self.features.1},
+            "features": {
+                "subgroups": self.features.0,
+                "shaderF16": self.features.1,
+                "packedDot": self.features.2,
+            },
             "model": model,
             "threads": 1,
             "simd128": cfg!(target_feature = "simd128"),

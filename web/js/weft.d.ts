@@ -79,8 +79,9 @@ export interface Info {
     /** The adapter's subgroup sizes, when it offers subgroups. */
     subgroups: null | { min: number; max: number };
   };
-  /** WebGPU features the kernels use (all false on the CPU backend). */
-  features: { subgroups: boolean; shaderF16: boolean };
+  /** WebGPU features the kernels use (all false on the CPU backend); `packedDot`: WGSL's
+   * `packed_4x8_integer_dot_product` built-ins (else the same integer work in core WGSL). */
+  features: { subgroups: boolean; shaderF16: boolean; packedDot: boolean };
   model: null | {
     name: string;
     architecture: string;

@@ -88,6 +88,8 @@ pub(super) struct Gpu {
     pub subgroups: bool,
     /// The device was opened with `SHADER_F16` (kernels may use the `f16` type).
     pub f16: bool,
+    /// Kernels may use the `packed_4x8_integer_dot_product` built-ins.
+    pub packed_builtins: bool,
 }
 
 /// Whether environment variable `name` is set to something other than empty or `0` (never on
@@ -111,13 +113,25 @@ pub(super) fn wanted_features(features: wgpu::Features, opts: &WgpuOptions) -> w
     features & want
 }
 
+/// Whether kernels may use WGSL's `packed_4x8_integer_dot_product` built-ins: the WGSL
+/// implementation behind `inst` has the language extension (naga natively; the browser's list
+/// on wasm) and neither `opts.no_packed_builtins` nor `WEFT_WGPU_NO_PACKED_DOT` says no.
+pub(super) fn packed_builtins(inst: &wgpu::Instance, opts: &WgpuOptions) -> bool {
+    let has = inst
+        .wgsl_language_features()
+        .contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct);
+    has && !opts.no_packed_builtins && !env_flag("WEFT_WGPU_NO_PACKED_DOT")
+}
+
 impl Gpu {
-    /// The open device, with the features it was opened with.
+    /// The open device, with the features it was opened with; `packed_builtins`: see
+    /// [`packed_builtins`].
     pub(super) fn new(
         (device, queue): (wgpu::Device, wgpu::Queue),
         summary: AdapterSummary,
         limits: wgpu::Limits,
         features: wgpu::Features,
+        packed_builtins: bool,
     ) -> Self {
         Gpu {
             device,
@@ -126,6 +140,7 @@ impl Gpu {
             limits,
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             f16: features.contains(wgpu::Features::SHADER_F16),
+            packed_builtins,
         }
     }
 }
@@ -176,7 +191,8 @@ pub(super) fn open(index: Option<usize>, opts: &WgpuOptions) -> Result<Gpu> {
             summary.name
         ))
     })?;
-    Ok(Gpu::new(opened, summary, limits, features))
+    let packed = packed_builtins(&inst, opts);
+    Ok(Gpu::new(opened, summary, limits, features, packed))
 }
 
 #[cfg(test)]

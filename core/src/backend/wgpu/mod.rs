@@ -79,6 +79,12 @@ pub struct WgpuOptions {
     /// other than `0`); the fallback unpacks u32 words. Results are bit-identical either way:
     /// an f16 converts to f32 exactly.
     pub no_f16: bool,
+    /// Never use WGSL's `packed_4x8_integer_dot_product` built-ins (`pack4xI8`, `unpack4xI8`,
+    /// `dot4I8Packed`) for the packed 8-bit activation quants, even where the WGSL
+    /// implementation has them (also forced natively by a non-empty `WEFT_WGPU_NO_PACKED_DOT`
+    /// other than `0`); the fallback does the same integer work with shifts and masks. Browsers
+    /// without the language extension always take the fallback. Same results either way.
+    pub no_packed_builtins: bool,
 }
 
 /// The two forms of the matrix-product kernel.
@@ -141,7 +147,7 @@ impl WgpuBackend {
             Some(k) => k == MatMulKernel::RowPerInvocation,
             None => gpu.summary.device_type == "Cpu",
         };
-        let pipelines = Pipelines::new(gpu.subgroups, gpu.f16);
+        let pipelines = Pipelines::new(gpu.subgroups, gpu.f16, gpu.packed_builtins);
         WgpuBackend {
             gpu,
             pipelines,
@@ -200,6 +206,12 @@ impl WgpuBackend {
     /// [`WgpuOptions::no_f16`]).
     pub fn uses_f16(&self) -> bool {
         self.pipelines.f16()
+    }
+
+    /// Whether packed 8-bit quants go through WGSL's `packed_4x8_integer_dot_product`
+    /// built-ins (see [`WgpuOptions::no_packed_builtins`]).
+    pub fn uses_packed_builtins(&self) -> bool {
+        self.pipelines.packed_builtins()
     }
 
     /// Pipelines compiled so far.

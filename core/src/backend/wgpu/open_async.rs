@@ -1,7 +1,7 @@
 //! Opening the backend without blocking (the browser, where WebGPU's adapter and device
 //! requests are promises).
 
-use super::device::{summary, wanted_features, Gpu, NO_ADAPTER};
+use super::device::{packed_builtins, summary, wanted_features, Gpu, NO_ADAPTER};
 use super::{WgpuBackend, WgpuOptions};
 use crate::backend::{BackendError, Result};
 
@@ -53,7 +53,13 @@ impl WgpuBackend {
         let (features, summary) =
             super::web_features::with_subgroups(&adapter, &opened.0, features, summary);
         Ok(Self::with_gpu(
-            Gpu::new(opened, summary, limits, features),
+            Gpu::new(
+                opened,
+                summary,
+                limits,
+                features,
+                packed_builtins(&inst, opts),
+            ),
             opts,
         ))
     }

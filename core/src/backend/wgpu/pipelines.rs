@@ -57,8 +57,9 @@ pub(super) fn quant_kind(ty: GgmlType) -> u32 {
 
 impl Kernel {
     /// (source, entry point); `sg`: the reductions use subgroup operations; `f16`: F16 weights
-    /// and the f16 cache are read through native f16 bindings (shader-f16).
-    fn source(self, sg: bool, f16: bool) -> (String, &'static str) {
+    /// and the f16 cache are read through native f16 bindings (shader-f16); `packed`: packed
+    /// 8-bit quants go through WGSL's `packed_4x8_integer_dot_product` built-ins.
+    fn source(self, sg: bool, f16: bool, packed: bool) -> (String, &'static str) {
         use weft_shaders as s;
         let quant = |kernel: &str, t: GgmlType| {
             if f16 && t == GgmlType::F16 {
@@ -70,6 +71,9 @@ impl Kernel {
                 )
             }
         };
+        // The products and the activation quantizer (the users of packed quants).
+        let matmul = |t: GgmlType| s::with_packed(&quant(s::MATMUL, t), packed);
+        let actquant = || s::with_packed(&s::with_exact(s::ACTQUANT), packed);
         // Browsers need the directive; naga (native) rejects it.
         let sg_directive = |src: String| {
             if sg && cfg!(target_arch = "wasm32") {
@@ -80,13 +84,16 @@ impl Kernel {
         };
         let reduce = |k: &str| sg_directive(s::with_reduce(k, sg));
         match self {
-            Kernel::MatMul(t) => (quant(s::MATMUL, t), "main"),
+            Kernel::MatMul(t) => (matmul(t), "main"),
             Kernel::MatMulTiled(t) => (
-                s::matmul_tiled(quant_name(t).expect("tiled products take quantized weights")),
+                s::with_packed(
+                    &s::matmul_tiled(quant_name(t).expect("tiled products take quantized weights")),
+                    packed,
+                ),
                 "tiled",
             ),
-            Kernel::MatMulRows(t) => (quant(s::MATMUL, t), "per_row"),
-            Kernel::MatMulRowsTile(t) => (quant(s::MATMUL, t), "per_row_tile"),
+            Kernel::MatMulRows(t) => (matmul(t), "per_row"),
+            Kernel::MatMulRowsTile(t) => (matmul(t), "per_row_tile"),
             Kernel::Embed(t) => (quant(s::EMBED, t), "main"),
             Kernel::Elementwise => (s::with_exact(&s::with_math(s::ELEMENTWISE)), "main"),
             Kernel::RmsNorm => (s::with_exact(s::NORM), "rms_norm"),
@@ -98,8 +105,8 @@ impl Kernel {
             Kernel::AttentionF32 => (sg_directive(s::attention(false, sg)), "attn_f32"),
             Kernel::Softmax => (reduce(&s::with_math(s::SOFTMAX)), "main"),
             Kernel::TopK => (reduce(s::TOPK), "main"),
-            Kernel::ActQ8_0 => (s::with_exact(s::ACTQUANT), "q8_0"),
-            Kernel::ActQ8K => (s::with_exact(s::ACTQUANT), "q8_k"),
+            Kernel::ActQ8_0 => (actquant(), "q8_0"),
+            Kernel::ActQ8K => (actquant(), "q8_k"),
         }
     }
 }
@@ -111,17 +118,26 @@ pub(super) struct Pipelines {
     subgroups: bool,
     /// F16 weights and caches are read as native f16 (the device was opened with `SHADER_F16`).
     f16: bool,
+    /// Packed quants use the `packed_4x8_integer_dot_product` built-ins (else core WGSL).
+    packed: bool,
 }
 
 impl Pipelines {
     /// An empty cache; `subgroups`: build the subgroup variants of the reduction kernels;
-    /// `f16`: the native f16 variants of the F16-weight and f16-cache readers.
-    pub fn new(subgroups: bool, f16: bool) -> Self {
+    /// `f16`: the native f16 variants of the F16-weight and f16-cache readers; `packed`: the
+    /// packed-quant built-ins (where the WGSL implementation has them).
+    pub fn new(subgroups: bool, f16: bool, packed: bool) -> Self {
         Pipelines {
             map: HashMap::new(),
             subgroups,
             f16,
+            packed,
         }
+    }
+
+    /// Whether packed quants use the `packed_4x8_integer_dot_product` built-ins.
+    pub fn packed_builtins(&self) -> bool {
+        self.packed
     }
 
     /// Whether the reductions use subgroup operations.
@@ -136,9 +152,9 @@ impl Pipelines {
 
     /// The pipeline of `k`, compiled on first use.
     pub fn get(&mut self, device: &wgpu::Device, k: Kernel) -> &wgpu::ComputePipeline {
-        let (sg, f16) = (self.subgroups, self.f16);
+        let (sg, f16, packed) = (self.subgroups, self.f16, self.packed);
         self.map.entry(k).or_insert_with(|| {
-            let (src, entry) = k.source(sg, f16);
+            let (src, entry) = k.source(sg, f16, packed);
             let label = format!("{k:?}");
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
