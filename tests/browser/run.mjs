@@ -126,6 +126,9 @@ try {
   // The device uses subgroups exactly when the browser's adapter offers them.
   const offered = await page.evaluate(async () => (await navigator.gpu.requestAdapter()).features.has("subgroups"));
   assert.equal(info1.features.subgroups, offered, "subgroups in use where offered");
+  // The packed 8-bit dot built-ins exactly where the browser's WGSL has the language extension.
+  const packed = await page.evaluate(() => navigator.gpu.wgslLanguageFeatures.has("packed_4x8_integer_dot_product"));
+  assert.equal(info1.features.packedDot, packed, "packed dot built-ins where the WGSL has them");
   assert.equal(info1.adapter.subgroups !== null, offered);
   assert.equal(info1.source, "network");
   assert.ok(downloads >= 1, "the model was downloaded from the server");
