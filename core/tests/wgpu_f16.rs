@@ -6,12 +6,9 @@
 
 mod wgpu_support;
 
-use std::sync::Arc;
-
 use weft_core::backend::wgpu::{MatMulKernel, WgpuOptions};
 use weft_core::backend::{Graph, KvCacheSpec, KvDtype, KvLayerSpec, StepBatch};
 use weft_core::dtype::GgmlType;
-use weft_core::gguf::ModelFile;
 use weft_core::test_support::model_path;
 use wgpu_support::{attention_graph, f32_tensor, gguf, qkv_tensors, Rng, TensorSpec, Twin};
 
@@ -149,35 +146,6 @@ fn smollm2_steps_are_identical_with_and_without_f16() {
     let Some(mut t) = twin(WgpuOptions::default()) else {
         return;
     };
-    let file = Arc::new(ModelFile::open(&path).unwrap());
-    let model = weft_core::model::load(&file, &mut t.a, &mut |_, _| {}).unwrap();
-    // The same weights in the same order: the graph's handles hold for both backends.
-    weft_core::model::load(&file, &mut t.b, &mut |_, _| {}).unwrap();
-    let spec = KvCacheSpec {
-        layers: model.kv_layers(32, 8),
-        n_seq: 1,
-        dtype: KvDtype::F16,
-    };
-    let kv = t.kv(&spec);
     // A 6-token prompt, then two decode steps feeding back the argmax.
-    let prompt: Vec<u32> = vec![1, 504, 3458, 282, 4198, 314];
-    let mut tokens = prompt.clone();
-    let mut pos: Vec<u32> = (0..prompt.len() as u32).collect();
-    for step in 0..3 {
-        let last = tokens.len() as u32 - 1;
-        let mut g = Graph::new(tokens.len());
-        let logits = model.build(&mut g, kv, &[last]);
-        g.output(logits);
-        let out = t.run(
-            &format!("step {step}"),
-            &g,
-            &batch(&tokens, &pos, &vec![0; tokens.len()]),
-        );
-        let l = &out[0];
-        assert_eq!(l.len(), model.info().n_vocab);
-        let best = (0..l.len()).max_by(|&i, &j| l[i].total_cmp(&l[j])).unwrap();
-        let next = pos[pos.len() - 1] + 1;
-        tokens = vec![best as u32];
-        pos = vec![next];
-    }
+    t.greedy_steps("smollm2", &path, &[1, 504, 3458, 282, 4198, 314], 2);
 }

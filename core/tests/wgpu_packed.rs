@@ -7,11 +7,7 @@
 
 mod wgpu_support;
 
-use std::sync::Arc;
-
 use weft_core::backend::wgpu::{MatMulKernel, WgpuOptions};
-use weft_core::backend::{Graph, KvCacheSpec, KvDtype, StepBatch};
-use weft_core::gguf::ModelFile;
 use weft_core::test_support::model_path;
 use wgpu_support::Twin;
 
@@ -39,36 +35,8 @@ fn steps_match(key: &str, matmul: MatMulKernel) {
             "naga has the language extension"
         );
     }
-    let file = Arc::new(ModelFile::open(&path).unwrap());
-    let model = weft_core::model::load(&file, &mut t.a, &mut |_, _| {}).unwrap();
-    // The same weights in the same order: the graph's handles hold for both backends.
-    weft_core::model::load(&file, &mut t.b, &mut |_, _| {}).unwrap();
-    let spec = KvCacheSpec {
-        layers: model.kv_layers(32, 8),
-        n_seq: 1,
-        dtype: KvDtype::F16,
-    };
-    let kv = t.kv(&spec);
-    let mut tokens: Vec<u32> = (0..20).map(|i| 300 + 37 * i).collect();
-    let mut pos: Vec<u32> = (0..tokens.len() as u32).collect();
-    for step in 0..3 {
-        let last = tokens.len() as u32 - 1;
-        let mut g = Graph::new(tokens.len());
-        let logits = model.build(&mut g, kv, &[last]);
-        g.output(logits);
-        let seqs = vec![0; tokens.len()];
-        let batch = StepBatch {
-            tokens: &tokens,
-            positions: &pos,
-            seqs: &seqs,
-        };
-        let out = t.run(&format!("{key} {matmul:?} step {step}"), &g, &batch);
-        let l = &out[0];
-        let best = (0..l.len()).max_by(|&i, &j| l[i].total_cmp(&l[j])).unwrap();
-        let next = pos[pos.len() - 1] + 1;
-        tokens = vec![best as u32];
-        pos = vec![next];
-    }
+    let prompt: Vec<u32> = (0..20).map(|i| 300 + 37 * i).collect();
+    t.greedy_steps(&format!("{key} {matmul:?}"), &path, &prompt, 2);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::sync::Arc;
 
 use weft_core::backend::wgpu::{WgpuBackend, WgpuOptions, NO_ADAPTER};
@@ -293,5 +294,42 @@ impl Twin {
             );
         }
         x
+    }
+
+    /// Loads the model at `path` into both, then runs `prompt` and `decodes` greedy decode
+    /// steps (each feeding back the argmax) on an f16 cache, asserting at every step that both
+    /// give the same logits bit for bit (named `what` and the step).
+    pub fn greedy_steps(&mut self, what: &str, path: &Path, prompt: &[u32], decodes: usize) {
+        let file = Arc::new(ModelFile::open(path).unwrap());
+        let model = weft_core::model::load(&file, &mut self.a, &mut |_, _| {}).unwrap();
+        // The same weights in the same order: the graph's handles hold for both backends.
+        weft_core::model::load(&file, &mut self.b, &mut |_, _| {}).unwrap();
+        let spec = KvCacheSpec {
+            layers: model.kv_layers(32, 8),
+            n_seq: 1,
+            dtype: KvDtype::F16,
+        };
+        let kv = self.kv(&spec);
+        let mut tokens = prompt.to_vec();
+        let mut pos: Vec<u32> = (0..tokens.len() as u32).collect();
+        for step in 0..=decodes {
+            let last = tokens.len() as u32 - 1;
+            let mut g = Graph::new(tokens.len());
+            let logits = model.build(&mut g, kv, &[last]);
+            g.output(logits);
+            let seqs = vec![0; tokens.len()];
+            let batch = StepBatch {
+                tokens: &tokens,
+                positions: &pos,
+                seqs: &seqs,
+            };
+            let out = self.run(&format!("{what} step {step}"), &g, &batch);
+            let l = &out[0];
+            assert_eq!(l.len(), model.info().n_vocab);
+            let best = (0..l.len()).max_by(|&i, &j| l[i].total_cmp(&l[j])).unwrap();
+            let next = pos[pos.len() - 1] + 1;
+            tokens = vec![best as u32];
+            pos = vec![next];
+        }
     }
 }
