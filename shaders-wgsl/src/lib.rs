@@ -84,6 +84,11 @@ pub fn quant_kind(ty: &str) -> u32 {
 /// `iquad`/`lscale`/`kscale`/`kdm` with `QKIND` and `HAS_MIN`) completed for weights of type
 /// `ty` (one of [`QUANT_TYPES`]). An element's value is `quad(..)[i] + min_of(sc)`.
 pub fn with_quant(kernel: &str, ty: &str) -> String {
+    with_dequantizers(kernel, ty, QUANT)
+}
+
+/// [`with_quant`] with the dequantizer file `quant` ([`QUANT`] or [`QUANT_F16`]).
+fn with_dequantizers(kernel: &str, ty: &str, quant: &str) -> String {
     let has_min = TYPES_WITH_MIN.contains(&ty);
     let min = if has_min {
         format!("min_{ty}(sc)")
@@ -111,7 +116,7 @@ pub fn with_quant(kernel: &str, ty: &str) -> String {
         ("vec2<i32>(0)".to_string(), "vec2<f32>(0.0)".to_string())
     };
     format!(
-        "{kernel}\n{QUANT}\n{EXACT}\n\
+        "{kernel}\n{quant}\n{EXACT}\n\
          const QKIND: u32 = {kind}u;\n\
          const HAS_MIN: bool = {has_min};\n\
          fn scales(row: u32, u: u32) -> vec2<f32> {{\n    return scales_{ty}(row, u);\n}}\n\
@@ -133,15 +138,9 @@ pub fn matmul_tiled(ty: &str) -> String {
 /// module starts with [`F16_DIRECTIVE`] and needs a device with shader-f16 (wgpu's
 /// `SHADER_F16`). Products are bit-identical to `with_quant(kernel, "f16")`'s.
 pub fn with_quant_f16(kernel: &str) -> String {
-    let words = with_quant(kernel, "f16");
-    let (at, len) = (
-        words.find(QUANT).expect("with_quant appends QUANT"),
-        QUANT.len(),
-    );
     format!(
-        "{F16_DIRECTIVE}{}{QUANT_F16}{}",
-        &words[..at],
-        &words[at + len..]
+        "{F16_DIRECTIVE}{}",
+        with_dequantizers(kernel, "f16", QUANT_F16)
     )
 }
 
