@@ -118,41 +118,52 @@ fn lane_dot(row: u32, u: u32, xb: u32, l: u32) -> f32 {
     return f32(dot(iquad(row, u, l), xq(xb + 4u * l)));
 }
 
-// QKIND 2/3: block `blk` of the row, activations of the block starting at xb.
-fn kblock(row: u32, blk: u32, xb: u32) -> f32 {
-    let dm = kdm(row, blk);
-    let da = xs[2u * (xb / 32u)];
-    var sumi = 0;
-    var summ = 0;
-    for (var j = 0u; j < 8u; j++) {
-        let u = 8u * blk + j;
-        let ks = kscale(row, u);
-        let ub = xb + 32u * j;
-        var s0 = 0;
-        var s1 = 0;
-        var bs = 0;
-        for (var q = 0u; q < 8u; q++) {
-            let a = xq(ub + 4u * q);
-            let v = dot(iquad(row, u, q), a);
-            if (q < 4u) {
-                s0 += v;
-            } else {
-                s1 += v;
-            }
-            bs += a.x + a.y + a.z + a.w;
-        }
-        if (QKIND == 2u) {
-            sumi += ks.x * (s0 + s1);
-            summ += ks.y * bs;
+// QKIND 2/3: one unit's terms of its K block's integer sums (sumi, summ): weight quants `wq`
+// with the unit's (scale, min) or half scales `ks`, against the 32 activation quants from ub.
+fn kunit(wq: array<vec4<i32>, 8>, ks: vec2<i32>, ub: u32) -> vec2<i32> {
+    var s0 = 0;
+    var s1 = 0;
+    var bs = 0;
+    for (var q = 0u; q < 8u; q++) {
+        let a = xq(ub + 4u * q);
+        let v = dot(wq[q], a);
+        if (q < 4u) {
+            s0 += v;
         } else {
-            sumi += ks.x * s0 + ks.y * s1;
+            s1 += v;
         }
+        bs += a.x + a.y + a.z + a.w;
     }
+    if (QKIND == 2u) {
+        return vec2<i32>(ks.x * (s0 + s1), ks.y * bs);
+    }
+    return vec2<i32>(ks.x * s0 + ks.y * s1, 0);
+}
+
+// QKIND 2/3: a K block's value from its integer sums, activation scale da and weight (d, dmin).
+fn kvalue(da: f32, dm: vec2<f32>, sumi: i32, summ: i32) -> f32 {
     let t1 = keep((da * dm.x) * i2f_rn(sumi));
     if (QKIND == 2u) {
         return t1 - keep((da * dm.y) * i2f_rn(summ));
     }
     return t1;
+}
+
+// QKIND 2/3: block `blk` of the row, activations of the block starting at xb.
+fn kblock(row: u32, blk: u32, xb: u32) -> f32 {
+    var sumi = 0;
+    var summ = 0;
+    var wq: array<vec4<i32>, 8>;
+    for (var j = 0u; j < 8u; j++) {
+        let u = 8u * blk + j;
+        for (var q = 0u; q < 8u; q++) {
+            wq[q] = iquad(row, u, q);
+        }
+        let c = kunit(wq, kscale(row, u), xb + 32u * j);
+        sumi += c.x;
+        summ += c.y;
+    }
+    return kvalue(xs[2u * (xb / 32u)], kdm(row, blk), sumi, summ);
 }
 
 // The fixed combine of the 16 lane accumulators (CPU: add the parities, then hsum_ps).
@@ -405,35 +416,14 @@ fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgrou
                 wq[q] = iquad(row, u, q);
             }
             for (var t = 0u; t < nt; t++) {
-                let ub = (t0 + t) * p.cols + 32u * u;
-                var s0 = 0;
-                var s1 = 0;
-                var bs = 0;
-                for (var q = 0u; q < 8u; q++) {
-                    let a = xq(ub + 4u * q);
-                    let v = dot(wq[q], a);
-                    if (q < 4u) {
-                        s0 += v;
-                    } else {
-                        s1 += v;
-                    }
-                    bs += a.x + a.y + a.z + a.w;
-                }
-                if (QKIND == 2u) {
-                    sumi[t] += ks.x * (s0 + s1);
-                    summ[t] += ks.y * bs;
-                } else {
-                    sumi[t] += ks.x * s0 + ks.y * s1;
-                }
+                let c = kunit(wq, ks, (t0 + t) * p.cols + 32u * u);
+                sumi[t] += c.x;
+                summ[t] += c.y;
             }
         }
         for (var t = 0u; t < nt; t++) {
             let da = xs[2u * (((t0 + t) * p.cols + 256u * blk) / 32u)];
-            var v = keep((da * dm.x) * i2f_rn(sumi[t]));
-            if (QKIND == 2u) {
-                v = v - keep((da * dm.y) * i2f_rn(summ[t]));
-            }
-            sums[t] += v;
+            sums[t] += kvalue(da, dm, sumi[t], summ[t]);
         }
     }
     for (var t = 0u; t < nt; t++) {

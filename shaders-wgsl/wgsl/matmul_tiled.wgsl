@@ -196,11 +196,7 @@ fn tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index)
                     let dm = tdm[r];
                     for (var j = 0u; j < TPI; j++) {
                         let da = txs[(tb + j) * KU + u].x;
-                        var v = keep((da * dm.x) * i2f_rn(sumi[j]));
-                        if (QKIND == 2u) {
-                            v = v - keep((da * dm.y) * i2f_rn(summ[j]));
-                        }
-                        sums[j] = sums[j] + v;
+                        sums[j] = sums[j] + kvalue(da, dm, sumi[j], summ[j]);
                     }
                     sumi = vec4<i32>(0);
                     summ = vec4<i32>(0);
