@@ -1,4 +1,5 @@
 //! weft-server: the `weft` command line and (later) the HTTP server.
 
 pub mod cli;
+pub mod registry;
 pub mod server;

@@ -37,10 +37,16 @@ pub struct Server {
 impl Server {
     /// Starts `weft serve --model MODEL --port 0 ARGS...` and waits until `/ready` is 200.
     pub fn start(model: &std::path::Path, args: &[&str]) -> Server {
+        let mut all = vec!["--model".to_string(), model.display().to_string()];
+        all.extend(args.iter().map(|s| s.to_string()));
+        Self::start_args(&all)
+    }
+
+    /// Starts `weft serve --port 0 ARGS...` (models given in `args`) and waits until `/ready`
+    /// is 200.
+    pub fn start_args(args: &[String]) -> Server {
         let mut child = Command::new(weft_binary())
             .arg("serve")
-            .arg("--model")
-            .arg(model)
             .args(["--host", "127.0.0.1", "--port", "0", "--threads", "2"])
             .args(args)
             .stdout(Stdio::null())
@@ -89,11 +95,73 @@ impl Server {
         }
     }
 
+    /// A handle on a server another `Server` started (for client threads); killing nothing
+    /// on drop.
+    pub fn attach(port: u16) -> Client {
+        Client { port }
+    }
+
     /// The server's stderr lines so far.
     pub fn log(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
 
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        self.client().base()
+    }
+
+    /// A client of this server (cheap; usable from other threads).
+    pub fn client(&self) -> Client {
+        Client { port: self.port }
+    }
+
+    /// Sends a request and reads the whole response.
+    pub fn request(&self, method: &str, path: &str, body: Option<&str>) -> Response {
+        self.client().request(method, path, body)
+    }
+
+    /// Like `request` with extra headers.
+    pub fn try_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> std::io::Result<Response> {
+        self.client().try_request(method, path, body, headers)
+    }
+
+    /// An open connection (for tests that drop it mid-stream).
+    pub fn connect(&self) -> std::io::Result<TcpStream> {
+        self.client().connect()
+    }
+
+    /// Process id of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the server to exit by itself.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("waiting for weft serve")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A client of a running server: one connection per request.
+#[derive(Clone, Copy, Debug)]
+pub struct Client {
+    pub port: u16,
+}
+
+impl Client {
     /// `http://127.0.0.1:PORT`.
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
@@ -125,23 +193,6 @@ impl Server {
         let s = TcpStream::connect(("127.0.0.1", self.port))?;
         s.set_read_timeout(Some(Duration::from_secs(600)))?;
         Ok(s)
-    }
-
-    /// Process id of the server.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits for the server to exit by itself.
-    pub fn wait(&mut self) -> std::process::ExitStatus {
-        self.child.wait().expect("waiting for weft serve")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

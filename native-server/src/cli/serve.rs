@@ -1,9 +1,10 @@
-//! `weft serve`: the HTTP server (OpenAI `/v1`, Ollama `/api`, chat UI, ops routes).
+//! `weft serve`: the HTTP server (OpenAI `/v1`, Ollama `/api`, chat UI, ops routes) over a
+//! registry of models known by name.
 //!
-//! The listener starts first (so `/health` and `/ready` answer while the model loads: `/ready`
-//! is 503 until it is loaded), then the model loads on a background thread and a scheduler
-//! thread runs continuous batching over `--parallel` sequence slots. Ctrl-C / SIGTERM stops
-//! taking requests, lets running streams finish, and exits.
+//! The listener starts first (so `/health` and `/ready` answer while the default model loads:
+//! `/ready` is 503 until it has), then the default model loads in the background; other models
+//! load when a request names them. Ctrl-C / SIGTERM stops taking requests, lets running streams
+//! finish, and exits.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,21 +13,33 @@ use std::sync::Arc;
 use super::backend_args::BackendArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use weft_core::backend::KvDtype;
-use weft_core::chat::ChatTemplate;
-use weft_core::engine::{Engine, EngineConfig};
-use weft_core::gguf::ModelFile;
-use weft_core::kv_cache::KvCacheConfig;
-use weft_core::scheduler::{Scheduler, SchedulerConfig};
-use weft_core::tokenizer::Tokenizer;
 
-use crate::server::{self, Loaded, Precedence, SamplingFields, ServeConfig, Shared};
+use crate::registry::{
+    available_memory, parse_size, Catalog, KeepAlive, LoadConfig, Registry, RegistryConfig,
+};
+use crate::server::{self, Precedence, SamplingFields, ServeConfig, Shared};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Path to a .gguf model.
+    /// A .gguf model to serve, as PATH or NAME=PATH (repeatable; the first is the default
+    /// model, loaded at start-up). The name defaults to the file name without .gguf.
+    #[arg(long = "model", value_name = "[NAME=]PATH")]
+    models: Vec<String>,
+    /// A directory whose *.gguf files are served too (by file name), and where names made by
+    /// clients (/api/create, /api/copy, aliases) are saved.
     #[arg(long)]
-    model: PathBuf,
+    models_dir: Option<PathBuf>,
+    /// Most models loaded at once; loading another unloads the least recently used idle one.
+    #[arg(long, default_value_t = 3)]
+    max_loaded: usize,
+    /// Memory the loaded models may use together (e.g. 8GiB; default: 90% of the memory
+    /// available at start-up). Each model counts its file size plus its KV cache.
+    #[arg(long)]
+    memory_budget: Option<String>,
+    /// How long a model stays loaded after its last request when the request does not say
+    /// (Ollama keep_alive: "5m", "1h", 0 = unload at once, -1 = until evicted).
+    #[arg(long, default_value = "5m", allow_hyphen_values = true)]
+    keep_alive: String,
     /// Address to listen on (loopback by default; use 0.0.0.0 to accept other machines).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -49,7 +62,7 @@ pub struct ServeArgs {
     /// Most tokens per engine step (decode rows plus prompt chunks).
     #[arg(long, default_value_t = 256)]
     batch: usize,
-    /// Name clients use for the model (default: the file name without .gguf).
+    /// Name clients use for the first --model (same as --model NAME=PATH).
     #[arg(long)]
     alias: Option<String>,
     /// Largest request body accepted, in bytes.
@@ -80,21 +93,50 @@ pub struct ServeArgs {
 
 pub fn run(a: ServeArgs) -> Result<()> {
     a.backend.kind()?;
-    if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 {
-        bail!("--ctx must be at least 16, and --parallel, --batch and --queue positive");
+    if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 || a.max_loaded == 0 {
+        bail!(
+            "--ctx must be at least 16, and --parallel, --batch, --queue and --max-loaded positive"
+        );
     }
-    if !a.model.is_file() {
-        bail!("model file {} does not exist", a.model.display());
+    if a.models.is_empty() && a.models_dir.is_none() {
+        bail!("give at least one --model PATH or a --models-dir DIR");
     }
-    let name = a.alias.clone().unwrap_or_else(|| {
-        a.model
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into())
-    });
+    let mut models = Vec::new();
+    for (i, m) in a.models.iter().enumerate() {
+        let (name, path) = match m.split_once('=') {
+            Some((n, p)) if !n.is_empty() && !n.contains('/') => (Some(n.to_string()), p),
+            _ => (None, m.as_str()),
+        };
+        let name = if i == 0 {
+            name.or(a.alias.clone())
+        } else {
+            name
+        };
+        models.push((name, PathBuf::from(path)));
+    }
+    let catalog = Catalog::new(&models, a.models_dir.as_deref())?;
+    let keep_alive = KeepAlive::parse(&a.keep_alive).map_err(|e| anyhow::anyhow!(e.message))?;
+    let memory_budget = match &a.memory_budget {
+        Some(s) => parse_size(s).map_err(anyhow::Error::msg)?,
+        None => available_memory().map(|m| m / 10 * 9).unwrap_or(u64::MAX),
+    };
+    let backend = a.backend.clone();
+    let registry = Registry::new(
+        catalog,
+        RegistryConfig {
+            load: LoadConfig {
+                backend: Arc::new(move || backend.create()),
+                n_ctx: a.ctx,
+                parallel: a.parallel,
+                batch: a.batch,
+                queue: a.queue,
+            },
+            max_loaded: a.max_loaded,
+            memory_budget,
+            keep_alive,
+        },
+    );
     let cfg = ServeConfig {
-        model_path: a.model.clone(),
-        model_name: name,
         backend: a.backend.backend.clone(),
         n_ctx: a.ctx,
         parallel: a.parallel,
@@ -114,7 +156,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         precedence: a.sampling_precedence,
     };
-    let state = server::state(cfg);
+    let state = server::state(cfg, registry);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -130,17 +172,20 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    eprintln!("weft: listening on http://{local} (model loading)");
+    let names = state.registry.with_catalog(|c| c.names());
+    eprintln!(
+        "weft: listening on http://{local} (models: {}; default model loading)",
+        names.join(", ")
+    );
+    state.registry.start_reaper();
     let st = state.clone();
-    std::thread::spawn(move || match load(&a, &st) {
-        Ok(l) => {
-            let _ = st.loaded.set(l);
-            eprintln!("weft: model loaded; ready");
+    tokio::spawn(async move {
+        let r = st.lease(None, None).await.map(drop).map_err(|e| e.message);
+        match &r {
+            Ok(()) => eprintln!("weft: default model loaded; ready"),
+            Err(e) => eprintln!("weft: error: the default model failed to load: {e}"),
         }
-        Err(e) => {
-            eprintln!("weft: error: model failed to load: {e:#}");
-            let _ = st.load_error.set(format!("{e:#}"));
-        }
+        let _ = st.preload.set(r);
     });
     let app = server::router(state.clone());
     let st = state.clone();
@@ -148,9 +193,7 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             eprintln!("weft: shutting down: finishing running requests");
-            if let Some(l) = st.loaded.get() {
-                l.handle.shutdown();
-            }
+            st.registry.shutdown();
         })
         .await?;
     Ok(())
@@ -172,60 +215,4 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-}
-
-/// Opens the model, builds engine, tokenizer and template, and starts the scheduler thread.
-fn load(a: &ServeArgs, st: &Shared) -> Result<Loaded> {
-    let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
-    let tokenizer = Arc::new(Tokenizer::from_gguf(&file.gguf)?);
-    let template = match ChatTemplate::from_gguf(&file.gguf) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            eprintln!("weft: no chat template ({e}); chat endpoints will answer 400");
-            None
-        }
-    };
-    let backend = a.backend.create()?;
-    let cfg = EngineConfig {
-        kv: KvCacheConfig {
-            n_ctx: a.ctx,
-            n_seq: a.parallel,
-            dtype: KvDtype::F16,
-        },
-        max_batch: a.batch,
-    };
-    let engine = Engine::load(file.clone(), backend, cfg, &mut |_, _| {})?;
-    let info = engine.model_info().clone();
-    let (sched, handle) = Scheduler::new(
-        engine,
-        tokenizer.clone(),
-        SchedulerConfig {
-            queue: a.queue,
-            step_tokens: a.batch,
-        },
-    )?;
-    std::thread::Builder::new()
-        .name("weft-scheduler".into())
-        .spawn(move || sched.run())?;
-    let g = &file.gguf;
-    let n_params = g.tensors.iter().map(|t| t.n_elements).sum();
-    let mut counts: std::collections::BTreeMap<String, u64> = Default::default();
-    for t in g.tensors.iter().filter(|t| t.dims.len() >= 2) {
-        *counts.entry(t.ty.name().to_string()).or_default() += t.n_elements;
-    }
-    let quantization = counts
-        .into_iter()
-        .max_by_key(|(_, n)| *n)
-        .map(|(k, _)| k)
-        .unwrap_or_default();
-    let _ = st;
-    Ok(Loaded {
-        handle,
-        tokenizer,
-        template,
-        info,
-        file_size: std::fs::metadata(&a.model).map(|m| m.len()).unwrap_or(0),
-        quantization,
-        n_params,
-    })
 }

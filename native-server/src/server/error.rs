@@ -49,13 +49,28 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", code, msg)
     }
 
-    /// 404: an unknown model.
-    pub fn unknown_model(name: &str, served: &str) -> Self {
+    /// 404: an unknown model; the message lists the known names.
+    pub fn unknown_model(name: &str, known: &[String]) -> Self {
+        let list = if known.is_empty() {
+            "this server has no models".to_string()
+        } else {
+            format!("available: {}", known.join(", "))
+        };
         Self::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",
-            format!("model {name:?} not found; this server serves {served:?}"),
+            format!("model {name:?} not found; {list}"),
+        )
+    }
+
+    /// 409: the request conflicts with what exists (a name already taken).
+    pub fn conflict(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "invalid_request_error",
+            "conflict",
+            msg,
         )
     }
 

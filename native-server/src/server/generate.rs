@@ -11,7 +11,8 @@ use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Request, SubmitError, Summary, TokenInfo};
 
 use super::error::ApiError;
-use super::state::{AppState, Loaded};
+use super::state::AppState;
+use crate::registry::{Lease, Loaded};
 
 /// One generation request, whatever API it came from.
 #[derive(Clone, Debug)]
@@ -78,9 +79,10 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
 
 /// Renders a conversation (and the tools it may call) with the model's chat template and
 /// tokenizes it. `opening` is text the assistant's reply starts with, written after the
-/// generation prompt (a forced tool call's tag; usually empty).
+/// generation prompt (a forced tool call's tag; usually empty). A model name with its own
+/// system prompt gets it first when the conversation has none.
 pub fn chat_prompt(
-    model: &Loaded,
+    model: &Lease,
     messages: &[Message],
     tools: Option<&[serde_json::Value]>,
     opening: &str,
@@ -88,9 +90,19 @@ pub fn chat_prompt(
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty"));
     }
-    let template = model.template.as_ref().ok_or_else(|| {
+    let template = model.template().ok_or_else(|| {
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
+    let with_system;
+    let messages = match &model.overrides.system {
+        Some(sys) if messages.first().is_none_or(|m| m.role != "system") => {
+            with_system = std::iter::once(Message::system(sys.clone()))
+                .chain(messages.iter().cloned())
+                .collect::<Vec<_>>();
+            &with_system[..]
+        }
+        _ => messages,
+    };
     let mut text = template
         .render(messages, tools, true, None)
         .map_err(|e| ApiError::invalid(e.to_string()))?;

@@ -3,10 +3,12 @@
 //! and reading one event stream. Inference (batching, sampling, stop strings, prefix reuse)
 //! lives in `weft_core::scheduler`; this module is transport only.
 
+mod admin_models;
 mod body;
 mod error;
 mod generate;
 mod ollama;
+mod ollama_models;
 mod openai;
 mod openai_completions;
 mod openapi;
@@ -30,7 +32,7 @@ use axum::Router;
 
 pub use error::ApiError;
 pub use sampling::{Precedence, SamplingFields};
-pub use state::{AppState, Loaded, ServeConfig, Shared};
+pub use state::{AppState, ServeConfig, Shared};
 
 /// Every route, with the body limit and the backend header.
 pub fn router(state: Shared) -> Router {
@@ -39,6 +41,7 @@ pub fn router(state: Shared) -> Router {
         .merge(ollama::routes())
         .merge(ui::routes())
         .merge(ops::routes())
+        .merge(admin_models::routes())
         .merge(web::routes())
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
@@ -64,6 +67,6 @@ async fn backend_header(State(st): State<Shared>, req: Request, next: Next) -> R
 }
 
 /// Shared state for a configuration.
-pub fn state(cfg: ServeConfig) -> Shared {
-    Arc::new(AppState::new(cfg))
+pub fn state(cfg: ServeConfig, registry: Arc<crate::registry::Registry>) -> Shared {
+    Arc::new(AppState::new(cfg, registry))
 }

@@ -18,8 +18,9 @@ use super::error::{ApiError, PlainError};
 use super::generate::{self, collect, GenRequest};
 use super::openai::Options;
 use super::sampling::resolve;
-use super::state::{AppState, Loaded, Shared};
+use super::state::{AppState, Shared};
 use super::tools::{ToolCall, ToolStream};
+use crate::registry::Lease;
 
 type Res = Result<Response, PlainError>;
 
@@ -28,10 +29,8 @@ pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/api/generate", post(generate_route))
         .route("/api/chat/ollama", post(chat_route))
-        .route("/api/tags", get(tags))
-        .route("/api/show", post(show))
-        .route("/api/ps", get(ps))
         .route("/api/version", get(version))
+        .merge(super::ollama_models::routes())
         .route("/api/embed", any(no_embeddings))
         .route("/api/embeddings", any(no_embeddings))
 }
@@ -43,7 +42,7 @@ async fn no_embeddings() -> Response {
 
 /// RFC 3339 UTC time of now.
 fn now_rfc3339() -> String {
-    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", AppState::now_unix() as i64).unwrap_or_default()
+    super::state::rfc3339(std::time::SystemTime::now())
 }
 
 #[derive(Debug, Deserialize)]
@@ -78,7 +77,6 @@ struct ChatBody {
     options: Option<Options>,
     format: Option<Value>,
     tools: Option<Vec<Value>>,
-    #[allow(dead_code)]
     keep_alive: Option<Value>,
     #[allow(dead_code)]
     think: Option<Value>,
@@ -96,25 +94,18 @@ struct GenerateBody {
     options: Option<Options>,
     format: Option<Value>,
     images: Option<Vec<Value>>,
-    #[allow(dead_code)]
     keep_alive: Option<Value>,
-}
-
-fn check_model(st: &AppState, model: &Option<String>) -> Result<(), ApiError> {
-    match model {
-        Some(m) => st.check_model(m),
-        None => Err(ApiError::invalid("model is required")),
-    }
 }
 
 fn request(
     st: &AppState,
+    m: &Lease,
     prompt: Vec<u32>,
     opts: Option<Options>,
     format: Option<&Value>,
 ) -> Result<GenRequest, ApiError> {
     let json = super::structured::ollama_format(format)?;
-    let opts = opts.unwrap_or_default();
+    let opts = opts.unwrap_or_default().or(Options::of_model(m));
     if let Some(c) = opts.num_ctx {
         if c <= 0 {
             return Err(ApiError::invalid(format!(
@@ -172,15 +163,14 @@ fn merge(mut a: Value, b: Value) -> Value {
 /// Streams or collects one generation; `wrap(text)` makes the per-chunk payload
 /// (`{"response": ..}` or `{"message": ..}`).
 async fn respond(
-    st: &Shared,
-    m: &Loaded,
+    m: Lease,
     req: GenRequest,
     stream: bool,
     wrap: fn(&str) -> Value,
     tools: Option<Vec<String>>,
 ) -> Res {
-    let rx = generate::start(m, req)?;
-    let name = st.cfg.model_name.clone();
+    let rx = generate::start(&m, req)?;
+    let name = crate::registry::names::tagged(&m.name);
     let mut held = tools.map(ToolStream::new);
     if !stream {
         let out = collect(rx, 1).await?;
@@ -203,7 +193,9 @@ async fn respond(
         add_calls(&mut v, &calls);
         return Ok(Json(v).into_response());
     }
+    // The closure owns the lease: the model stays loaded until the stream ends.
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
+        let _hold = &m;
         let head = json!({"model": name, "created_at": now_rfc3339()});
         match ev {
             None => (vec![], true),
@@ -269,8 +261,13 @@ pub async fn chat_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
 pub async fn chat_value(st: Shared, b: Value) -> Res {
     let b: ChatBody = serde_json::from_value(b)
         .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
-    check_model(&st, &b.model)?;
-    let m = st.model()?;
+    if b.messages.as_ref().is_some_and(Vec::is_empty) {
+        // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
+        return load_or_unload(&st, b.model.as_deref(), b.keep_alive.as_ref(), chat_wrap).await;
+    }
+    let m = st
+        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
         Some(t) => Some((t.clone(), super::tools::check_tools(t)?)),
         None => None,
@@ -285,17 +282,57 @@ pub async fn chat_value(st: Shared, b: Value) -> Res {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
     let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
-    let prompt = generate::chat_prompt(m, &messages, tools.as_ref().map(|t| t.0.as_slice()), "")?;
-    let req = request(&st, prompt, b.options, b.format.as_ref())?;
+    let prompt = generate::chat_prompt(&m, &messages, tools.as_ref().map(|t| t.0.as_slice()), "")?;
+    let req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
     let names = tools.map(|t| t.1);
-    respond(&st, m, req, b.stream.unwrap_or(true), chat_wrap, names).await
+    respond(m, req, b.stream.unwrap_or(true), chat_wrap, names).await
+}
+
+/// Ollama's empty request: load the model (keep it per `keep_alive`), or with `keep_alive: 0`
+/// unload it; answers with one final frame whose `done_reason` is `load` or `unload`.
+async fn load_or_unload(
+    st: &AppState,
+    model: Option<&str>,
+    keep_alive: Option<&Value>,
+    wrap: fn(&str) -> Value,
+) -> Res {
+    let name = model
+        .filter(|m| !m.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("model is required"))?;
+    let ka = keep_alive
+        .filter(|v| !v.is_null())
+        .map(crate::registry::KeepAlive::from_json)
+        .transpose()?;
+    let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
+        let r = st.registry.with_catalog(|c| c.resolve(name))?;
+        st.registry.unload(name)?;
+        (r.name, "unload")
+    } else {
+        let lease = st.lease(Some(name), keep_alive).await?;
+        (lease.name.clone(), "load")
+    };
+    let mut v = json!({"model": crate::registry::names::tagged(&name),
+                       "created_at": now_rfc3339(), "done": true, "done_reason": reason});
+    if let Value::Object(extra) = wrap("") {
+        if let Some(o) = v.as_object_mut() {
+            o.extend(extra);
+        }
+    }
+    Ok(Json(v).into_response())
 }
 
 async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: GenerateBody = parse(body)?;
-    check_model(&st, &b.model)?;
     super::structured::ollama_format(b.format.as_ref())?;
-    let m = st.model()?;
+    if b.prompt.as_deref().unwrap_or_default().is_empty() {
+        return load_or_unload(
+            &st,
+            b.model.as_deref(),
+            b.keep_alive.as_ref(),
+            generate_wrap,
+        )
+        .await;
+    }
     if b.images.as_ref().is_some_and(|i| !i.is_empty()) {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
@@ -305,133 +342,24 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
         )
         .into());
     }
+    let m = st
+        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .await?;
     let text = b.prompt.unwrap_or_default();
-    if text.is_empty() {
-        // Ollama answers an empty prompt by (re)loading the model.
-        return Ok(Json(
-            json!({"model": st.cfg.model_name, "created_at": now_rfc3339(),
-                              "response": "", "done": true, "done_reason": "load"}),
-        )
-        .into_response());
-    }
-    let prompt = if b.raw || m.template.is_none() {
-        generate::text_prompt(m, &text, "")
+    let prompt = if b.raw || m.template().is_none() {
+        generate::text_prompt(&m, &text, "")
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {
             messages.push(Message::system(s));
         }
         messages.push(Message::user(text));
-        generate::chat_prompt(m, &messages, None, "")?
+        generate::chat_prompt(&m, &messages, None, "")?
     };
-    let req = request(&st, prompt, b.options, b.format.as_ref())?;
-    respond(&st, m, req, b.stream.unwrap_or(true), generate_wrap, None).await
-}
-
-fn details(st: &AppState) -> Value {
-    let (family, quant, params) = match st.loaded.get() {
-        Some(l) => (
-            l.info.architecture.clone(),
-            l.quantization.clone(),
-            human_params(l.n_params),
-        ),
-        None => (String::new(), String::new(), String::new()),
-    };
-    json!({"parent_model": "", "format": "gguf", "family": family, "families": [family],
-           "parameter_size": params, "quantization_level": quant})
-}
-
-fn human_params(n: u64) -> String {
-    if n >= 1_000_000_000 {
-        format!("{:.1}B", n as f64 / 1e9)
-    } else {
-        format!("{}M", (n as f64 / 1e6).round())
-    }
-}
-
-/// A stable identifier of the served file (size, time and path; not a content hash).
-fn digest(st: &AppState) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    st.cfg.model_path.hash(&mut h);
-    st.modified.hash(&mut h);
-    let size = st.loaded.get().map(|l| l.file_size).unwrap_or(0);
-    size.hash(&mut h);
-    format!("{:016x}", h.finish())
-}
-
-fn modified_at(st: &AppState) -> String {
-    let secs = st
-        .modified
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", secs as i64).unwrap_or_default()
-}
-
-fn entry(st: &AppState) -> Value {
-    let name = format!("{}:latest", st.cfg.model_name);
-    json!({"name": name, "model": name, "modified_at": modified_at(st),
-           "size": st.loaded.get().map(|l| l.file_size).unwrap_or(0),
-           "digest": digest(st), "details": details(st)})
-}
-
-async fn tags(State(st): State<Shared>) -> Response {
-    Json(json!({"models": [entry(&st)]})).into_response()
-}
-
-async fn ps(State(st): State<Shared>) -> Response {
-    let mut e = entry(&st);
-    if st.loaded.get().is_none() {
-        return Json(json!({"models": []})).into_response();
-    }
-    e["expires_at"] = json!("9999-12-31T23:59:59Z");
-    e["size_vram"] = json!(0);
-    e["context_length"] = json!(st.cfg.n_ctx);
-    Json(json!({"models": [e]})).into_response()
+    let req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
+    respond(m, req, b.stream.unwrap_or(true), generate_wrap, None).await
 }
 
 async fn version() -> Response {
     Json(json!({"version": env!("CARGO_PKG_VERSION")})).into_response()
-}
-
-#[derive(Deserialize)]
-struct ShowBody {
-    #[serde(alias = "name")]
-    model: Option<String>,
-}
-
-async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
-    let b: ShowBody = parse(body)?;
-    check_model(&st, &b.model)?;
-    let m = st.model()?;
-    let arch = &m.info.architecture;
-    let template = m
-        .template
-        .as_ref()
-        .map(|t| t.source().to_string())
-        .unwrap_or_default();
-    // Templates that read a `tools` variable can offer tools to the model.
-    let capabilities = if template.contains("tools") {
-        json!(["completion", "tools"])
-    } else {
-        json!(["completion"])
-    };
-    let mut info = serde_json::Map::new();
-    info.insert("general.architecture".into(), json!(arch));
-    info.insert("general.parameter_count".into(), json!(m.n_params));
-    info.insert(format!("{arch}.context_length"), json!(m.info.n_ctx_train));
-    info.insert(format!("{arch}.embedding_length"), json!(m.info.n_embd));
-    info.insert(format!("{arch}.block_count"), json!(m.info.n_layer));
-    info.insert(format!("{arch}.vocab_size"), json!(m.info.n_vocab));
-    Ok(Json(json!({
-        "modelfile": format!("FROM {}\n", st.cfg.model_path.display()),
-        "parameters": format!("num_ctx {}", st.cfg.n_ctx),
-        "template": template,
-        "details": details(&st),
-        "model_info": info,
-        "capabilities": capabilities,
-        "modified_at": modified_at(&st),
-    }))
-    .into_response())
 }

@@ -18,9 +18,10 @@ use super::body::{frames, parse, sse, OneOrMany};
 use super::error::{ApiError, OpenAiError};
 use super::generate::{self, collect, GenRequest};
 use super::sampling::{resolve, SamplingFields};
-use super::state::{AppState, Loaded, Shared};
+use super::state::{unix, AppState, Shared};
 use super::tool_choice::{self, ForcedCall, ToolChoice};
 use super::tools::ToolStream;
+use crate::registry::{Lease, Loaded};
 
 type Res = Result<Response, OpenAiError>;
 
@@ -44,19 +45,24 @@ async fn not_implemented(Path(rest): Path<String>) -> Response {
     ApiError::not_implemented(format!("/v1/{rest} is not implemented by this server")).openai()
 }
 
-fn model_object(st: &AppState) -> Value {
-    json!({"id": st.cfg.model_name, "object": "model",
-           "created": st.modified.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-           "owned_by": "weft"})
+fn model_object(name: &str, created: std::time::SystemTime) -> Value {
+    json!({"id": name, "object": "model", "created": unix(created), "owned_by": "weft"})
 }
 
+/// Every model the server knows (loaded or not).
 async fn models(State(st): State<Shared>) -> Response {
-    Json(json!({"object": "list", "data": [model_object(&st)]})).into_response()
+    let data: Vec<Value> = st.registry.with_catalog(|c| {
+        c.names()
+            .iter()
+            .filter_map(|n| c.resolve(n).ok().map(|r| model_object(n, r.facts.modified)))
+            .collect()
+    });
+    Json(json!({"object": "list", "data": data})).into_response()
 }
 
 async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Res {
-    st.check_model(&id)?;
-    Ok(Json(model_object(&st)).into_response())
+    let r = st.registry.with_catalog(|c| c.resolve(&id))?;
+    Ok(Json(model_object(&r.name, r.facts.modified)).into_response())
 }
 
 /// Ollama-style `options` accepted on `/v1` too (top-level OpenAI fields win over them).
@@ -77,6 +83,29 @@ pub struct Options {
 }
 
 impl Options {
+    /// The default options a model name carries (`/api/create` `parameters`).
+    pub fn of_model(m: &Lease) -> Options {
+        serde_json::from_value(Value::Object(m.overrides.parameters.clone())).unwrap_or_default()
+    }
+
+    /// `self`, with `defaults` filling the fields it leaves unset.
+    pub fn or(self, d: Options) -> Options {
+        Options {
+            num_predict: self.num_predict.or(d.num_predict),
+            num_ctx: self.num_ctx.or(d.num_ctx),
+            temperature: self.temperature.or(d.temperature),
+            top_k: self.top_k.or(d.top_k),
+            top_p: self.top_p.or(d.top_p),
+            min_p: self.min_p.or(d.min_p),
+            repeat_penalty: self.repeat_penalty.or(d.repeat_penalty),
+            repeat_last_n: self.repeat_last_n.or(d.repeat_last_n),
+            presence_penalty: self.presence_penalty.or(d.presence_penalty),
+            frequency_penalty: self.frequency_penalty.or(d.frequency_penalty),
+            seed: self.seed.or(d.seed),
+            stop: self.stop.or(d.stop),
+        }
+    }
+
     pub fn sampling(&self) -> SamplingFields {
         SamplingFields {
             temperature: self.temperature,
@@ -130,15 +159,15 @@ impl Common {
     pub fn to_request(
         &self,
         st: &AppState,
-        m: &Loaded,
+        m: &Lease,
         prompt: Vec<u32>,
         logprobs: Option<usize>,
     ) -> Result<GenRequest, ApiError> {
-        match &self.model {
-            Some(name) => st.check_model(name)?,
-            None => return Err(ApiError::invalid("model is required")),
-        }
-        let opts = self.options.clone().unwrap_or_default();
+        let opts = self
+            .options
+            .clone()
+            .unwrap_or_default()
+            .or(Options::of_model(m));
         let top = SamplingFields {
             temperature: self.temperature,
             top_k: self.top_k,
@@ -243,11 +272,11 @@ struct Offered {
 }
 
 /// The tools to offer the model (`tool_choice` "none" offers none), and the call to force.
-fn offered_tools(b: &ChatBody, m: &Loaded) -> Result<Option<Offered>, ApiError> {
+fn offered_tools(b: &ChatBody, m: &Lease) -> Result<Option<Offered>, ApiError> {
     let choice = tool_choice::parse(b.tool_choice.as_ref())?;
     let defs = b.tools.clone().unwrap_or_default();
     let names = super::tools::check_tools(&defs)?;
-    let template = m.template.as_ref().map_or("", |t| t.source());
+    let template = m.template().map_or("", |t| t.source());
     let forced = tool_choice::forced_call(&choice, &defs, &names, template)?;
     if defs.is_empty() || choice == ToolChoice::None {
         return Ok(None);
@@ -360,18 +389,37 @@ fn top_logprobs(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<usize
     }
 }
 
+/// Roles OpenAI's chat API accepts.
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
 async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: ChatBody = parse(body)?;
-    let m = st.model()?;
-    let tools = offered_tools(&b, m)?;
-    let mut json = super::structured::response_format(b.response_format.as_ref())?;
     let messages = b
         .messages
         .as_deref()
         .ok_or_else(|| ApiError::invalid("messages is required"))?;
-    if let Some(name) = &b.common.model {
-        st.check_model(name)?;
+    if let Some((i, m)) = messages
+        .iter()
+        .enumerate()
+        .find(|(_, m)| !ROLES.contains(&m.role.as_str()))
+    {
+        return Err(ApiError::invalid(format!(
+            "messages[{i}].role {:?} is not one of {}",
+            m.role,
+            ROLES.join(", ")
+        ))
+        .into());
     }
+    let mut json = super::structured::response_format(b.response_format.as_ref())?;
+    let m = st.lease_named(b.common.model.as_deref(), None).await?;
+    let tools = offered_tools(&b, &m)?;
     // A forced call replaces `response_format`: the reply is the call, not text.
     let forced = tools.as_ref().and_then(|t| t.forced.as_ref());
     if let Some(f) = forced {
@@ -379,19 +427,20 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     }
     let opening = forced.map_or("", |f| f.opening);
     let defs = tools.as_ref().map(|t| t.defs.as_slice());
-    let prompt = generate::chat_prompt(m, messages, defs, opening)?;
+    let prompt = generate::chat_prompt(&m, messages, defs, opening)?;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
-    let mut req = b.common.to_request(&st, m, prompt, lp)?;
+    let mut req = b.common.to_request(&st, &m, prompt, lp)?;
     req.json = json;
     let names = tools.map(|t| t.names);
     let n = req.n;
-    let rx = generate::start(m, req)?;
+    let rx = generate::start(&m, req)?;
     let id = format!("chatcmpl-{}", uuid_like());
     let created = AppState::now_unix();
-    let name = st.cfg.model_name.clone();
+    let name = m.name.clone();
     if b.common.stream.unwrap_or(false) {
         return Ok(chat_stream(
-            st.clone(),
+            &st,
+            m,
             rx,
             n,
             id,
@@ -427,7 +476,7 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
                     calls.iter().map(|t| t.openai(None)).collect();
             }
             json!({"index": i, "message": message,
-                   "logprobs": if lp.is_some() { chat_logprobs(m, &c.tokens) } else { Value::Null },
+                   "logprobs": if lp.is_some() { chat_logprobs(&m, &c.tokens) } else { Value::Null },
                    "finish_reason": c.summary.as_ref().map(|s| finish_with_calls(s, !calls.is_empty()))})
         })
         .collect();
@@ -441,7 +490,8 @@ async fn chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
 
 #[allow(clippy::too_many_arguments)]
 fn chat_stream(
-    st: Shared,
+    st: &AppState,
+    m: Lease,
     rx: generate::EventStream,
     n: usize,
     id: String,
@@ -451,17 +501,15 @@ fn chat_stream(
     logprobs: bool,
     tools: Option<Vec<String>>,
 ) -> Response {
-    let fp = fingerprint(&st);
+    let fp = fingerprint(st);
     let mut sums: Vec<Option<Summary>> = vec![None; n];
     // Per choice: holds back tool calls while streaming content.
     let mut held: Vec<Option<ToolStream>> =
         (0..n).map(|_| tools.clone().map(ToolStream::new)).collect();
     let chunk = chunk_writer("chat.completion.chunk", id, created, name, fp);
+    // The closure owns the lease: the model stays loaded until the stream ends.
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
-        // Not `model()`: a stream keeps going while the server shuts down.
-        let Some(m) = st.loaded.get() else {
-            return (vec![], true);
-        };
+        let m: &Loaded = &m;
         match ev {
             None => (vec![], true),
             Some((i, Event::Started { .. })) => (
@@ -561,10 +609,7 @@ fn yes() -> bool {
 
 async fn tokenize(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: TokenizeBody = parse(body)?;
-    if let Some(name) = &b.model {
-        st.check_model(name)?;
-    }
-    let m = st.model()?;
+    let m = st.lease(b.model.as_deref(), None).await?;
     let tokens = m.tokenizer.encode(&b.content, b.add_special, true);
     Ok(
         Json(json!({"tokens": tokens, "count": tokens.len(), "max_model_len": st.cfg.n_ctx}))
@@ -580,10 +625,7 @@ struct DetokenizeBody {
 
 async fn detokenize(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
     let b: DetokenizeBody = parse(body)?;
-    if let Some(name) = &b.model {
-        st.check_model(name)?;
-    }
-    let m = st.model()?;
+    let m = st.lease(b.model.as_deref(), None).await?;
     let vocab = m.tokenizer.vocab_size();
     let mut ids = Vec::with_capacity(b.tokens.len());
     for &t in &b.tokens {

@@ -16,7 +16,8 @@ use super::generate::{self, collect};
 use super::openai::{
     chunk_writer, end_choice, fingerprint, finish_reason, stream_error, usage, uuid_like, Common,
 };
-use super::state::{AppState, Loaded, Shared};
+use super::state::{AppState, Shared};
+use crate::registry::Loaded;
 
 #[derive(Debug, Deserialize)]
 struct CompletionBody {
@@ -89,10 +90,7 @@ pub async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     let b: CompletionBody = parse(body)?;
-    if let Some(name) = &b.common.model {
-        st.check_model(name)?;
-    }
-    let m = st.model()?;
+    let m = st.lease_named(b.common.model.as_deref(), None).await?;
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::invalid(
             "suffix (fill-in-the-middle) is not supported by this server",
@@ -111,29 +109,27 @@ pub async fn completions(
             )
         }
     };
-    let (text, ids) = prompt_of(m, b.prompt.as_ref())?;
-    let req = b.common.to_request(&st, m, ids, lp)?;
+    let (text, ids) = prompt_of(&m, b.prompt.as_ref())?;
+    let req = b.common.to_request(&st, &m, ids, lp)?;
     let n = req.n;
     let echo = if b.echo.unwrap_or(false) {
         text
     } else {
         String::new()
     };
-    let rx = generate::start(m, req)?;
+    let rx = generate::start(&m, req)?;
     let id = format!("cmpl-{}", uuid_like());
     let created = AppState::now_unix();
-    let name = st.cfg.model_name.clone();
+    let name = m.name.clone();
     if b.common.stream.unwrap_or(false) {
         let include_usage = b.common.include_usage();
         let fp = fingerprint(&st);
         let mut sums: Vec<Option<Summary>> = vec![None; n];
         let mut offsets = vec![echo.len(); n];
         let chunk = chunk_writer("text_completion", id, created, name, fp);
-        let st2 = st.clone();
+        // The closure owns the lease: the model stays loaded until the stream ends.
         let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
-            let Some(m) = st2.loaded.get() else {
-                return (vec![], true);
-            };
+            let m: &Loaded = &m;
             match ev {
                 None => (vec![], true),
                 Some((i, Event::Started { .. })) if !echo.is_empty() => (
@@ -181,7 +177,7 @@ pub async fn completions(
         .enumerate()
         .map(|(i, c)| {
             json!({"index": i, "text": format!("{echo}{}", c.text),
-                   "logprobs": lp.map(|_| legacy_logprobs(m, &c.tokens, echo.len())),
+                   "logprobs": lp.map(|_| legacy_logprobs(&m, &c.tokens, echo.len())),
                    "finish_reason": c.summary.as_ref().map(finish_reason)})
         })
         .collect();

@@ -2,13 +2,13 @@
 
 use std::fmt::Write;
 
+use crate::registry::HistogramData;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
-use weft_core::scheduler::{Histogram, Stats};
 
 use super::state::Shared;
 
@@ -22,24 +22,30 @@ pub fn routes() -> Router<Shared> {
 }
 
 async fn health(State(st): State<Shared>) -> Response {
-    let model = match (st.loaded.get(), st.load_error.get()) {
-        (Some(_), _) => "loaded",
-        (None, Some(_)) => "failed",
-        (None, None) => "loading",
+    let model = match st.preload.get() {
+        Some(Ok(())) => "ok",
+        Some(Err(_)) => "failed",
+        None => "loading",
     };
+    let loaded: Vec<String> = st.registry.resident().into_iter().map(|r| r.name).collect();
     Json(
         json!({"status": "ok", "uptime_secs": st.started.elapsed().as_secs(),
-                "components": {"http": "ok", "model": model, "backend": st.cfg.backend}}),
+                "components": {"http": "ok", "model": model, "backend": st.cfg.backend},
+                "loaded_models": loaded}),
     )
     .into_response()
 }
 
+/// 200 once the default model's start-up load has finished (models load on demand after).
 async fn ready(State(st): State<Shared>) -> Response {
-    let loaded = st.loaded.get();
-    let running = loaded.is_some_and(|l| !l.handle.is_closing());
-    let body = json!({"ready": running, "model_loaded": loaded.is_some(), "engine_running": running,
-                      "error": st.load_error.get()});
-    let status = if running {
+    let (ready, error) = match st.preload.get() {
+        Some(Ok(())) => (true, None),
+        Some(Err(e)) => (false, Some(e.clone())),
+        None => (false, None),
+    };
+    let body = json!({"ready": ready, "model_loaded": ready, "engine_running": ready,
+                      "error": error});
+    let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -47,13 +53,9 @@ async fn ready(State(st): State<Shared>) -> Response {
     (status, Json(body)).into_response()
 }
 
-fn stats(st: &Shared) -> Option<&std::sync::Arc<Stats>> {
-    st.loaded.get().map(|l| l.handle.stats())
-}
-
-/// `GET /v1/metrics`: the scheduler counters as JSON.
+/// `GET /v1/metrics`: the scheduler counters of every model, summed, as JSON.
 pub async fn metrics_json(State(st): State<Shared>) -> Response {
-    let s = stats(&st).map(|s| s.snapshot()).unwrap_or_default();
+    let s = st.registry.totals().counters;
     Json(json!({
         "prompt_tokens_total": s.prompt_tokens, "cached_prompt_tokens_total": s.cached_prompt_tokens,
         "generation_tokens_total": s.generation_tokens, "requests_started_total": s.requests_started,
@@ -62,6 +64,7 @@ pub async fn metrics_json(State(st): State<Shared>) -> Response {
         "prefix_cache_hits_total": s.prefix_cache_hits, "requests_running": s.running,
         "requests_waiting": s.waiting, "kv_cache_used_tokens": s.kv_used,
         "kv_cache_capacity_tokens": s.kv_capacity, "steps_total": s.steps,
+        "models_loaded": st.registry.resident().len(),
     }))
     .into_response()
 }
@@ -73,8 +76,8 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, v: f64) {
     );
 }
 
-fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
-    let (buckets, sum, count) = h.snapshot();
+fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramData) {
+    let (buckets, sum, count) = h.clone();
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
     for (le, c) in buckets {
         let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {c}");
@@ -88,16 +91,17 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &Histogram) {
 /// `GET /metrics`: Prometheus text, with vLLM-style names under the `weft:` prefix.
 async fn metrics(State(st): State<Shared>) -> Response {
     let mut out = String::new();
-    let loaded = st.loaded.get().is_some();
+    let loaded = st.registry.resident().len();
     metric(
         &mut out,
         "weft:model_loaded",
         "gauge",
-        "1 when the model is loaded.",
-        loaded as u8 as f64,
+        "Models resident in memory.",
+        loaded as f64,
     );
-    if let Some(stats) = stats(&st) {
-        let s = stats.snapshot();
+    {
+        let stats = st.registry.totals();
+        let s = &stats.counters;
         metric(
             &mut out,
             "weft:prompt_tokens_total",

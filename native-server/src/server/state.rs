@@ -1,24 +1,19 @@
-//! What every handler shares: the server settings and, once loaded, the model.
+//! What every handler shares: the server settings and the model registry.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime};
 
-use weft_core::chat::{ChatTemplate, Message};
-use weft_core::model::ModelInfo;
-use weft_core::scheduler::Handle;
-use weft_core::tokenizer::Tokenizer;
+use serde_json::Value;
+use weft_core::chat::Message;
 
 use super::error::ApiError;
 use super::sampling::{Precedence, SamplingFields};
+use crate::registry::{KeepAlive, Lease, Registry};
 
 /// Settings from the `weft serve` command line.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    pub model_path: PathBuf,
-    /// The name clients use for the model (default: the file name without `.gguf`).
-    pub model_name: String,
     pub backend: String,
     pub n_ctx: usize,
     pub parallel: usize,
@@ -31,27 +26,13 @@ pub struct ServeConfig {
     pub precedence: Precedence,
 }
 
-/// The loaded model and the scheduler serving it.
-pub struct Loaded {
-    pub handle: Handle,
-    pub tokenizer: Arc<Tokenizer>,
-    pub template: Option<ChatTemplate>,
-    pub info: ModelInfo,
-    /// Model file size in bytes.
-    pub file_size: u64,
-    /// Quantization of most weights, e.g. `Q4_1`.
-    pub quantization: String,
-    pub n_params: u64,
-}
-
 /// Shared server state.
 pub struct AppState {
     pub cfg: ServeConfig,
-    pub loaded: OnceLock<Loaded>,
-    /// Why loading failed, if it did.
-    pub load_error: OnceLock<String>,
+    pub registry: Arc<Registry>,
+    /// How loading the default model at start-up went (`/ready` waits for it).
+    pub preload: OnceLock<Result<(), String>>,
     pub started: Instant,
-    pub modified: SystemTime,
     /// Chat-UI sessions: id → tracked conversation.
     pub sessions: Mutex<HashMap<String, Vec<Message>>>,
 }
@@ -60,61 +41,56 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    pub fn new(cfg: ServeConfig) -> Self {
-        let modified = std::fs::metadata(&cfg.model_path)
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+    pub fn new(cfg: ServeConfig, registry: Arc<Registry>) -> Self {
         AppState {
             cfg,
-            loaded: OnceLock::new(),
-            load_error: OnceLock::new(),
+            registry,
+            preload: OnceLock::new(),
             started: Instant::now(),
-            modified,
             sessions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The model, or 503 while it loads (or after loading failed).
-    pub fn model(&self) -> Result<&Loaded, ApiError> {
-        match self.loaded.get() {
-            Some(l) if !l.handle.is_closing() => Ok(l),
-            Some(_) => Err(ApiError::unavailable("the server is shutting down")),
-            None => Err(ApiError::unavailable(match self.load_error.get() {
-                Some(e) => format!("the model failed to load: {e}"),
-                None => "the model is still loading; retry shortly".into(),
-            })),
-        }
+    /// A lease on the named model (the default one when `None`), loading it if needed;
+    /// `keep_alive` is the request's Ollama field, if it has one.
+    pub async fn lease(
+        &self,
+        model: Option<&str>,
+        keep_alive: Option<&Value>,
+    ) -> Result<Lease, ApiError> {
+        let ka = keep_alive
+            .filter(|v| !v.is_null())
+            .map(KeepAlive::from_json)
+            .transpose()?;
+        self.registry.acquire(model, ka).await
     }
 
-    /// Whether `name` refers to the served model: its name, with `.gguf`, with an Ollama tag
-    /// (`name:latest`), or the file name.
-    pub fn is_model(&self, name: &str) -> bool {
-        let served = self.cfg.model_name.as_str();
-        let file = self
-            .cfg
-            .model_path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let base = name.strip_suffix(":latest").unwrap_or(name);
-        let base = base.strip_suffix(".gguf").unwrap_or(base);
-        base == served || name == file || base == file.trim_end_matches(".gguf")
-    }
-
-    /// 404 unless `name` is the served model.
-    pub fn check_model(&self, name: &str) -> Result<(), ApiError> {
-        if self.is_model(name) {
-            Ok(())
-        } else {
-            Err(ApiError::unknown_model(name, &self.cfg.model_name))
+    /// Like [`lease`](Self::lease) for APIs whose `model` field is required.
+    pub async fn lease_named(
+        &self,
+        model: Option<&str>,
+        keep_alive: Option<&Value>,
+    ) -> Result<Lease, ApiError> {
+        match model {
+            Some(m) if !m.trim().is_empty() => self.lease(Some(m), keep_alive).await,
+            _ => Err(ApiError::invalid("model is required")),
         }
     }
 
     /// Seconds since the Unix epoch.
     pub fn now_unix() -> u64 {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
+        unix(SystemTime::now())
     }
+}
+
+/// Seconds since the Unix epoch of a time.
+pub fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// RFC 3339 UTC time.
+pub fn rfc3339(t: SystemTime) -> String {
+    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", unix(t) as i64).unwrap_or_default()
 }

@@ -69,6 +69,9 @@ async fn ui_chat(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct UiBody {
+    /// Which served model (the default one when absent; see `/api/models`).
+    #[serde(alias = "modelName")]
+    model: Option<String>,
     messages: Option<Vec<Message>>,
     max_tokens: Option<i64>,
     session_id: Option<String>,
@@ -92,7 +95,7 @@ fn same(a: &Message, b: &Message) -> bool {
 async fn chat_value(st: Shared, v: Value) -> Res {
     let b: UiBody = serde_json::from_value(v)
         .map_err(|e| ApiError::invalid(format!("invalid request: {e}")))?;
-    let m = st.model()?;
+    let m = st.lease(b.model.as_deref(), None).await?;
     if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::invalid("tools are not supported by this server yet").into());
     }
@@ -124,7 +127,7 @@ async fn chat_value(st: Shared, v: Value) -> Res {
             hist.iter().cloned().chain(new).collect()
         }
     };
-    let prompt = generate::chat_prompt(m, &conversation, None, "")?;
+    let prompt = generate::chat_prompt(&m, &conversation, None, "")?;
     let req_sampling = SamplingFields {
         temperature: b.temperature,
         top_k: b.top_k,
@@ -142,7 +145,7 @@ async fn chat_value(st: Shared, v: Value) -> Res {
     )?;
     let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
     let rx = generate::start(
-        m,
+        &m,
         GenRequest {
             prompt,
             sampling,
@@ -158,7 +161,9 @@ async fn chat_value(st: Shared, v: Value) -> Res {
     let mut reply = String::new();
     let mut split = ThinkSplitter::default();
     let st2 = st.clone();
+    // The closure owns the lease: the model stays loaded until the stream ends.
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
+        let _hold = &m;
         match ev {
             None => (vec![], true),
             Some((_, Event::Started { .. })) => (vec![], false),
@@ -237,32 +242,57 @@ async fn delete_session(State(st): State<Shared>, Path(id): Path<String>) -> Res
     }
 }
 
+/// The served models and settings, as the chat-UI protocol lists them: `model` is the
+/// default, `models` every known name with whether it is loaded.
 async fn models(State(st): State<Shared>) -> Response {
-    let l = st.loaded.get();
+    let reg = &st.registry;
+    let (default, list) = reg.with_catalog(|c| {
+        let list: Vec<(String, Result<crate::registry::Resolved, ApiError>)> = c
+            .names()
+            .into_iter()
+            .map(|n| {
+                let r = c.resolve(&n);
+                (n, r)
+            })
+            .collect();
+        (c.default_name().map(str::to_string), list)
+    });
+    let models: Vec<Value> = list
+        .iter()
+        .map(|(n, r)| match r {
+            Ok(r) => json!({"name": n, "file": r.facts.path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                            "architecture": r.facts.architecture, "loaded": reg.is_loaded(n),
+                            "broken": null}),
+            Err(e) => json!({"name": n, "file": null, "architecture": null, "loaded": false,
+                             "broken": e.message}),
+        })
+        .collect();
+    let def = list.iter().find(|(n, _)| Some(n) == default.as_ref());
+    let facts = def
+        .and_then(|(_, r)| r.as_ref().ok())
+        .map(|r| r.facts.clone());
     Json(json!({
-        "model": st.cfg.model_name,
-        "file": st.cfg.model_path.file_name().map(|f| f.to_string_lossy().into_owned()),
-        "loaded": l.is_some(),
+        "model": default,
+        "file": facts.as_ref().and_then(|f| f.path.file_name().map(|x| x.to_string_lossy().into_owned())),
+        "loaded": default.as_deref().is_some_and(|d| reg.is_loaded(d)),
         "backend": st.cfg.backend,
-        "supportedBackends": ["cpu"],
-        "architecture": l.map(|l| l.info.architecture.clone()),
+        "supportedBackends": ["cpu", "wgpu"],
+        "architecture": facts.as_ref().map(|f| f.architecture.clone()),
         "contextLength": st.cfg.n_ctx,
         "defaultMaxTokens": st.cfg.max_tokens,
         "parallel": st.cfg.parallel,
+        "projector": null,
+        "video": null,
+        "skills": null,
+        "models": models,
     }))
     .into_response()
 }
 
 async fn queue_status(State(st): State<Shared>) -> Response {
-    let (waiting, running) = match st.loaded.get() {
-        Some(l) => {
-            let s = l.handle.stats().snapshot();
-            (s.waiting, s.running)
-        }
-        None => (0, 0),
-    };
+    let t = st.registry.totals().counters;
     Json(
-        json!({"pending_requests": waiting, "running_requests": running,
+        json!({"pending_requests": t.waiting, "running_requests": t.running,
                 "queue_capacity": st.cfg.queue, "parallel": st.cfg.parallel}),
     )
     .into_response()

@@ -6,7 +6,7 @@
 //!   when it holds `index.html`, else the `web/` of the source tree the binary was built from.
 //!   Files are read from disk on each request (nothing is embedded: the wasm package is a build
 //!   output that may not exist when the server is compiled).
-//! - `GET /models` lists the served model with its download URL; `GET|HEAD
+//! - `GET /models` lists the served models with their download URLs; `GET|HEAD
 //!   /models/{name}/file` returns the GGUF file with HTTP Range support (single ranges: 206
 //!   with `Content-Range`; unsatisfiable: 416 with `Content-Range: bytes */SIZE`).
 
@@ -124,22 +124,18 @@ fn model_url(name: &str) -> String {
 }
 
 async fn list(State(st): State<Shared>) -> Response {
-    let size = std::fs::metadata(&st.cfg.model_path)
-        .map(|m| m.len())
-        .unwrap_or(0);
-    let file = st
-        .cfg
-        .model_path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Json(json!({"models": [{
-        "name": st.cfg.model_name,
-        "file": file,
-        "size": size,
-        "url": model_url(&st.cfg.model_name),
-    }]}))
-    .into_response()
+    let models: Vec<serde_json::Value> = st.registry.with_catalog(|c| {
+        c.names()
+            .iter()
+            .filter_map(|n| c.resolve(n).ok().map(|r| (n.clone(), r)))
+            .map(|(n, r)| {
+                json!({"name": n,
+                       "file": r.facts.path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                       "size": r.facts.file_size, "url": model_url(&n)})
+            })
+            .collect()
+    });
+    Json(json!({"models": models})).into_response()
 }
 
 /// A parsed `Range` header against a file of `size` bytes.
@@ -230,23 +226,22 @@ async fn download(
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    let file_name = st
-        .cfg
-        .model_path
+    // `default` names the server's default model (handy for embedding pages).
+    let resolved = st.registry.with_catalog(|c| match name.as_str() {
+        "default" => c
+            .default_name()
+            .map(|d| c.resolve(d))
+            .unwrap_or_else(|| Err(c.unknown(&name))),
+        n => c.resolve(n),
+    });
+    let path = match resolved {
+        Ok(r) => r.facts.path.clone(),
+        Err(e) => return plain(e.status, format!("{} (see /models)", e.message)),
+    };
+    let file_name = path
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // `default` names whichever model this server serves (handy for embedding pages).
-    if name != st.cfg.model_name && name != file_name && name != "default" {
-        return plain(
-            StatusCode::NOT_FOUND,
-            format!(
-                "model {name:?} is not served here (this server serves {:?}; see /models)",
-                st.cfg.model_name
-            ),
-        );
-    }
-    let path = st.cfg.model_path.clone();
     let size = match std::fs::metadata(&path) {
         Ok(m) => m.len(),
         Err(e) => {

@@ -1,0 +1,418 @@
+//! The models a server knows by name: files given with `--model`, files found in
+//! `--models-dir`, and the names clients made (`/api/create`, `/api/copy`, aliases), with the
+//! overrides each carries (system prompt, chat template, default parameters).
+//!
+//! Names clients make are kept in `weft-models.json` in the models directory, so they outlive
+//! a restart; with no models directory they live as long as the process.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::facts::Facts;
+use super::names;
+use crate::server::ApiError;
+
+/// File name of the persisted names, inside the models directory.
+pub const STORE_FILE: &str = "weft-models.json";
+
+/// What a name adds on top of its model file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overrides {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// A Jinja chat template replacing the file's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Default request options (Ollama `options` names: `temperature`, `stop`, `num_predict`…).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub parameters: Map<String, Value>,
+}
+
+impl Overrides {
+    /// `self` with `top`'s values winning where it has them.
+    pub fn under(&self, top: &Overrides) -> Overrides {
+        let mut parameters = self.parameters.clone();
+        parameters.extend(top.parameters.clone());
+        Overrides {
+            system: top.system.clone().or_else(|| self.system.clone()),
+            template: top.template.clone().or_else(|| self.template.clone()),
+            parameters,
+        }
+    }
+}
+
+/// Where a name leads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A GGUF file.
+    File(PathBuf),
+    /// Another name (an alias follows its target's changes).
+    Alias(String),
+}
+
+/// How a name came to be known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `--model` on the command line.
+    CommandLine,
+    /// A `*.gguf` in `--models-dir`.
+    Directory,
+    /// Made by a client (`/api/create`, `/api/copy`, an alias).
+    Created,
+}
+
+/// One known name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub target: Target,
+    #[serde(default)]
+    pub overrides: Overrides,
+    pub origin: Origin,
+}
+
+/// A name resolved to the file it runs and everything layered over it.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// The stored name.
+    pub name: String,
+    pub facts: Arc<Facts>,
+    pub overrides: Overrides,
+}
+
+/// Every known name.
+pub struct Catalog {
+    entries: BTreeMap<String, Entry>,
+    /// Header facts per file, or why the file cannot be used.
+    facts: HashMap<PathBuf, Result<Arc<Facts>, String>>,
+    /// The models directory, where created names are saved.
+    dir: Option<PathBuf>,
+    /// The model requests without a name use (the first `--model`, else the first found).
+    default: Option<String>,
+}
+
+/// Persisted form of the names clients made and of overrides set on file names.
+#[derive(Default, Serialize, Deserialize)]
+struct Stored {
+    #[serde(default)]
+    models: BTreeMap<String, Entry>,
+}
+
+impl Catalog {
+    /// Builds the catalog from `--model NAME=PATH` pairs and the models directory.
+    /// Unreadable files are kept as broken entries; only a bad command line is an error.
+    pub fn new(models: &[(Option<String>, PathBuf)], dir: Option<&Path>) -> anyhow::Result<Self> {
+        let mut c = Catalog {
+            entries: BTreeMap::new(),
+            facts: HashMap::new(),
+            dir: dir.map(Path::to_path_buf),
+            default: None,
+        };
+        for (name, path) in models {
+            if !path.is_file() {
+                anyhow::bail!("model file {} does not exist", path.display());
+            }
+            let name = match name {
+                Some(n) => names::check_new(n).map_err(|e| anyhow::anyhow!(e.message))?,
+                None => names::from_file(path),
+            };
+            if c.entries.contains_key(&name) {
+                anyhow::bail!("two --model options use the name {name:?}; give one NAME=PATH");
+            }
+            c.add_file(name.clone(), path.clone(), Origin::CommandLine);
+            c.default.get_or_insert(name);
+        }
+        if let Some(d) = dir {
+            c.scan(d)?;
+            c.load_store()?;
+        }
+        if c.default.is_none() {
+            c.default = c.entries.keys().next().cloned();
+        }
+        Ok(c)
+    }
+
+    fn scan(&mut self, dir: &Path) -> anyhow::Result<()> {
+        let rd = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot read --models-dir {}: {e}", dir.display()))?;
+        let mut files: Vec<PathBuf> = rd
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "gguf") && p.is_file())
+            .collect();
+        files.sort();
+        for path in files {
+            let name = names::from_file(&path);
+            if self.entries.contains_key(&name) {
+                continue; // the command line named it already
+            }
+            self.add_file(name, path, Origin::Directory);
+        }
+        Ok(())
+    }
+
+    fn load_store(&mut self) -> anyhow::Result<()> {
+        let Some(path) = self.store_path() else {
+            return Ok(());
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => anyhow::bail!("cannot read {}: {e}", path.display()),
+        };
+        let stored: Stored = serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{} is not valid: {e}", path.display()))?;
+        for (name, e) in stored.models {
+            match (self.entries.get_mut(&name), e.origin) {
+                // Overrides set on a file name: the file is found by the scan again.
+                (Some(existing), Origin::CommandLine | Origin::Directory) => {
+                    existing.overrides = e.overrides;
+                }
+                (None, Origin::CommandLine | Origin::Directory) => {}
+                (_, Origin::Created) => {
+                    if let Target::File(p) = &e.target {
+                        self.read_facts(p);
+                    }
+                    self.entries.insert(name, e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn store_path(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(STORE_FILE))
+    }
+
+    /// Writes the created names and overrides (atomically: a temp file renamed over the old).
+    fn save(&self) -> Result<(), ApiError> {
+        let Some(path) = self.store_path() else {
+            return Ok(());
+        };
+        let stored = Stored {
+            models: self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.origin == Origin::Created || e.overrides != Overrides::default())
+                .map(|(n, e)| (n.clone(), e.clone()))
+                .collect(),
+        };
+        let text = serde_json::to_string_pretty(&stored).unwrap_or_default();
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| ApiError::internal(format!("cannot save {}: {e}", path.display())))
+    }
+
+    fn add_file(&mut self, name: String, path: PathBuf, origin: Origin) {
+        self.read_facts(&path);
+        self.entries.insert(
+            name,
+            Entry {
+                target: Target::File(path),
+                overrides: Overrides::default(),
+                origin,
+            },
+        );
+    }
+
+    fn read_facts(&mut self, path: &Path) {
+        if !self.facts.contains_key(path) {
+            let f = Facts::read(path).map(Arc::new);
+            if let Err(e) = &f {
+                eprintln!("weft: warning: {} is broken: {e}", path.display());
+            }
+            self.facts.insert(path.to_path_buf(), f);
+        }
+    }
+
+    /// The name requests without one use.
+    pub fn default_name(&self) -> Option<&str> {
+        self.default.as_deref()
+    }
+
+    /// Every name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.keys().cloned().collect()
+    }
+
+    pub fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries.get(name)
+    }
+
+    /// The stored name a requested name refers to: exact, without `:latest`/`.gguf`, or a
+    /// file's name.
+    pub fn find(&self, requested: &str) -> Option<String> {
+        let n = names::normalise(requested);
+        if self.entries.contains_key(&n) {
+            return Some(n);
+        }
+        self.entries
+            .iter()
+            .find(|(_, e)| match &e.target {
+                Target::File(p) => p.file_name().is_some_and(|f| f == requested.trim()),
+                Target::Alias(_) => false,
+            })
+            .map(|(k, _)| k.clone())
+    }
+
+    /// 404 naming what exists.
+    pub fn unknown(&self, requested: &str) -> ApiError {
+        let known: Vec<String> = self.entries.keys().map(|k| names::tagged(k)).collect();
+        ApiError::unknown_model(requested, &known)
+    }
+
+    /// Follows aliases to the file, merging overrides (the nearer name wins).
+    pub fn resolve(&self, requested: &str) -> Result<Resolved, ApiError> {
+        let name = self
+            .find(requested)
+            .ok_or_else(|| self.unknown(requested))?;
+        let mut overrides = Overrides::default();
+        let mut cur = name.clone();
+        for _ in 0..16 {
+            let e = self.entries.get(&cur).ok_or_else(|| {
+                ApiError::unavailable(format!(
+                    "model {name:?} is an alias of {cur:?}, which no longer exists"
+                ))
+            })?;
+            overrides = e.overrides.under(&overrides);
+            match &e.target {
+                Target::Alias(next) => cur = next.clone(),
+                Target::File(p) => {
+                    let facts = self.facts_of(p).map_err(|why| {
+                        ApiError::unavailable(format!("model {name:?} cannot be used: {why}"))
+                    })?;
+                    return Ok(Resolved {
+                        name,
+                        facts,
+                        overrides,
+                    });
+                }
+            }
+        }
+        Err(ApiError::invalid(format!(
+            "model {name:?} is an alias chain that does not end"
+        )))
+    }
+
+    /// The facts of a file, or why it is broken.
+    pub fn facts_of(&self, path: &Path) -> Result<Arc<Facts>, String> {
+        match self.facts.get(path) {
+            Some(r) => r.clone(),
+            None => Err(format!("{} is not known", path.display())),
+        }
+    }
+
+    /// Why `name` is broken, if it is.
+    pub fn broken(&self, name: &str) -> Option<String> {
+        self.resolve(name).err().map(|e| e.message)
+    }
+
+    /// Adds a created name: a copy of `from`'s file and overrides with `extra` on top.
+    pub fn create(&mut self, name: &str, from: &str, extra: Overrides) -> Result<String, ApiError> {
+        let name = names::check_new(name)?;
+        let base = self.resolve(from).map_err(|e| {
+            if e.status == axum::http::StatusCode::NOT_FOUND {
+                ApiError::invalid(format!("cannot create {name:?}: {}", e.message))
+            } else {
+                e
+            }
+        })?;
+        if let Some(e) = self.entries.get(&name) {
+            if e.origin != Origin::Created {
+                return Err(ApiError::conflict(format!(
+                    "{name:?} is a model file's name; create the variant under another name"
+                )));
+            }
+        }
+        self.entries.insert(
+            name.clone(),
+            Entry {
+                target: Target::File(base.facts.path.clone()),
+                overrides: base.overrides.under(&extra),
+                origin: Origin::Created,
+            },
+        );
+        self.save()?;
+        Ok(name)
+    }
+
+    /// Adds `alias` pointing at `target` (which must exist).
+    pub fn alias(&mut self, alias: &str, target: &str) -> Result<String, ApiError> {
+        let alias = names::check_new(alias)?;
+        let target = self.find(target).ok_or_else(|| self.unknown(target))?;
+        if alias == target {
+            return Err(ApiError::invalid("an alias cannot point at itself"));
+        }
+        if let Some(e) = self.entries.get(&alias) {
+            if e.origin != Origin::Created {
+                return Err(ApiError::conflict(format!(
+                    "{alias:?} is a model file's name and cannot become an alias"
+                )));
+            }
+        }
+        self.entries.insert(
+            alias.clone(),
+            Entry {
+                target: Target::Alias(target),
+                overrides: Overrides::default(),
+                origin: Origin::Created,
+            },
+        );
+        self.save()?;
+        Ok(alias)
+    }
+
+    /// Replaces a name's own overrides.
+    pub fn set_overrides(&mut self, requested: &str, o: Overrides) -> Result<String, ApiError> {
+        let name = self
+            .find(requested)
+            .ok_or_else(|| self.unknown(requested))?;
+        if let Some(e) = self.entries.get_mut(&name) {
+            e.overrides = o;
+        }
+        self.save()?;
+        Ok(name)
+    }
+
+    /// Removes a name. Returns the file to delete from disk when no other name uses it and it
+    /// lives in the models directory (a file named on the command line is the operator's).
+    pub fn delete(&mut self, requested: &str) -> Result<(String, Option<PathBuf>), ApiError> {
+        let name = self
+            .find(requested)
+            .ok_or_else(|| self.unknown(requested))?;
+        let e = self.entries.remove(&name).expect("found above");
+        // Aliases of the deleted name would dangle: they go with it.
+        let dangling: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|(_, x)| x.target == Target::Alias(name.clone()))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for d in dangling {
+            self.entries.remove(&d);
+        }
+        if self.default.as_deref() == Some(name.as_str()) {
+            self.default = self.entries.keys().next().cloned();
+        }
+        let mut remove = None;
+        if let Target::File(p) = &e.target {
+            let still_used = self.entries.values().any(|x| x.target == e.target);
+            let in_dir = self
+                .dir
+                .as_ref()
+                .is_some_and(|d| p.parent().is_some_and(|parent| parent == d.as_path()));
+            if !still_used && in_dir && e.origin != Origin::CommandLine {
+                remove = Some(p.clone());
+                self.facts.remove(p);
+            }
+        }
+        self.save()?;
+        Ok((name, remove))
+    }
+}
