@@ -1,8 +1,8 @@
 //! Locating the reference models and llama.cpp reference data from tests.
 //!
 //! Models live in `models/` at the workspace root (fetched by `scripts/fetch-models.sh`), or in
-//! `$WEFT_MODELS_DIR`. Reference data lives in `../shared/reference/` beside the checkout, or in
-//! `$WEFT_REFERENCE_DIR`. When a model is missing, tests skip loudly — except under CI
+//! `$WEFT_MODELS_DIR`. Reference data (llama.cpp's outputs) lives in `tests/reference/` inside the
+//! repository, or in `$WEFT_REFERENCE_DIR`. When a model is missing, tests skip loudly — except under CI
 //! (`CI` set), where a missing model fails the run.
 
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub fn models_dir() -> PathBuf {
 pub fn reference_dir() -> PathBuf {
     std::env::var_os("WEFT_REFERENCE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared/reference"))
+        .unwrap_or_else(|| workspace_root().join("tests/reference"))
 }
 
 fn missing(what: &str, path: &std::path::Path) -> Option<PathBuf> {

@@ -7,7 +7,7 @@ no 8-bit activations). Prints the top-5 logits after a reference case's prompt n
 llama.cpp's, e.g. to tell a modelling bug from rounding noise:
 
     python3 scripts/py/forward_oracle.py models/gemma-3-270m-q4_k_m.gguf \
-        ../shared/reference/gemma3-270m.dev.json 0
+        tests/reference/gemma3-270m.dev.json 0
 """
 import json
 import sys

@@ -13,7 +13,7 @@
 // Prints one JSON line of figures (tokens/s) at the end. Exit code 0 = pass.
 //
 // Env: WEFT_BIN (the weft binary), WEFT_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
-// WEFT_REFERENCE (default /work/shared/reference/smollm2-135m.dev.json or $WEFT_REFERENCE_DIR),
+// WEFT_REFERENCE (default tests/reference/smollm2-135m.dev.json, or in $WEFT_REFERENCE_DIR),
 // CHROMIUM (default /usr/bin/chromium).
 
 import { chromium } from "playwright-core";
@@ -27,7 +27,7 @@ import assert from "node:assert/strict";
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = process.env.WEFT_BIN || join(process.env.CARGO_TARGET_DIR || join(root, "target"), "debug/weft");
 const model = resolve(root, process.env.WEFT_MODEL || "models/SmolLM2-135M-Instruct.Q4_1.gguf");
-const refDir = process.env.WEFT_REFERENCE_DIR || "/work/shared/reference";
+const refDir = process.env.WEFT_REFERENCE_DIR || join(root, "tests/reference");
 const refPath = process.env.WEFT_REFERENCE || join(refDir, "smollm2-135m.dev.json");
 const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 // Every one of its first 8 reference steps has a top-1/top-2 margin of at least 0.3, so the

@@ -350,12 +350,6 @@ fn chat_ui_ops_and_bad_inputs() {
         ),
         (
             "POST",
-            "/api/chat",
-            json!({"model": "smol", "messages": []}).to_string(),
-            400,
-        ),
-        (
-            "POST",
             "/api/generate",
             json!({"model": "smol", "prompt": "x", "options": {"num_predict": "a"}}).to_string(),
             400,
@@ -430,6 +424,14 @@ fn chat_ui_ops_and_bad_inputs() {
         }
         assert_eq!(server.request("GET", "/health", None).status, 200);
     }
+    // As in Ollama, a chat with no messages is not an error: it loads the model and says so.
+    let load = server.request(
+        "POST",
+        "/api/chat",
+        Some(&json!({"model": "smol", "messages": []}).to_string()),
+    );
+    assert_eq!(load.status, 200, "{}", load.body);
+    assert_eq!(load.json()["done_reason"], "load", "{}", load.body);
     // And it still generates.
     let ok = server.request("POST", "/v1/chat/completions", Some(&chat(json!({}))));
     assert_eq!(ok.status, 200, "{}", ok.body);
