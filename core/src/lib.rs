@@ -3,8 +3,11 @@
 pub mod backend;
 pub mod chat;
 pub mod dtype;
+pub mod embed;
 pub mod engine;
 pub mod gguf;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod hf;
 pub mod kv_cache;
 pub mod model;
 pub mod quant;

@@ -147,3 +147,35 @@ pub fn check_step(here: &str, step: &serde_json::Value, logits: &[f32]) -> Optio
     }
     Some(StepCheck { bad, boundary_gap })
 }
+
+/// The all-MiniLM-L6-v2 folder (`scripts/fetch-models.sh minilm`), or None (after a loud
+/// message) when it is absent outside CI.
+pub fn minilm_dir() -> Option<PathBuf> {
+    let p = models_dir().join("all-MiniLM-L6-v2");
+    if p.join("model.safetensors").exists() {
+        Some(p)
+    } else {
+        missing("model folder", &p)
+    }
+}
+
+/// The sentence-transformers reference vectors (`tests/reference/all-MiniLM-L6-v2.embeddings.json`,
+/// made by `scripts/make-embedding-reference.sh`): per sentence `text`, `ids`, `embedding`
+/// (normalised) and `pooled` (before normalisation).
+pub fn embedding_reference() -> serde_json::Value {
+    let p = reference_dir().join("all-MiniLM-L6-v2.embeddings.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// A JSON array of floats.
+pub fn floats(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array()
+        .expect("an array of numbers")
+        .iter()
+        .map(|x| x.as_f64().expect("a number") as f32)
+        .collect()
+}
+
+/// The cosine every embedding must reach against the reference.
+pub const EMBED_MIN_COSINE: f64 = 0.9999;

@@ -22,7 +22,7 @@ pub const QUANT: &str = include_str!("../wgsl/quant.wgsl");
 /// The F16 dequantizer on a native `array<vec2<f16>>` weight binding, in place of [`QUANT`]
 /// for F16 weights on devices with shader-f16 (see [`with_quant_f16`]).
 pub const QUANT_F16: &str = include_str!("../wgsl/quant_f16.wgsl");
-/// Element-wise ops: add, mul, scale, soft-cap, GELU, SiLU, GeGLU, SwiGLU, bias.
+/// Element-wise ops: add, mul, scale, soft-cap, GELU, SiLU, GeGLU, SwiGLU, bias, GELU (erf).
 pub const ELEMENTWISE: &str = include_str!("../wgsl/elementwise.wgsl");
 /// RMSNorm and LayerNorm (entry points `rms_norm`, `layer_norm`).
 pub const NORM: &str = include_str!("../wgsl/norm.wgsl");
@@ -47,6 +47,10 @@ pub const EXACT: &str = include_str!("../wgsl/exact.wgsl");
 /// `ELEMENTWISE`, whose uniforms carry the `zero` word `exp_cr` needs), and correctly rounded
 /// `sincos_cr` (for `ROPE`).
 pub const MATH: &str = include_str!("../wgsl/math.wgsl");
+/// Bidirectional attention within each sequence of an encoder step (entry point `attend`).
+pub const ENCODER_ATTENTION: &str = include_str!("../wgsl/encoder_attention.wgsl");
+/// Mean / first / last pooling of each sequence of an encoder step (entry point `pool`).
+pub const POOL: &str = include_str!("../wgsl/pool.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
@@ -229,6 +233,8 @@ pub fn all_modules() -> Vec<(String, String)> {
         ("norm", with_exact(NORM)),
         ("rope", with_exact(&with_math(ROPE))),
         ("kv", with_exact(KV)),
+        ("encoder_attention", with_math(ENCODER_ATTENTION)),
+        ("pool", POOL.to_string()),
     ] {
         v.push((name.to_string(), src));
     }

@@ -1,7 +1,7 @@
 // Element-wise ops on f32 tensors: out[i] = f(a[i], b[i]). One kernel, the op chosen by
 // `p.op` (uniform across the dispatch, so there is no divergence):
 //   0 add, 1 mul, 2 scale (a·s), 3 soft-cap (s·tanh(a/s)), 4 GELU, 5 SiLU,
-//   6 GeGLU (gelu(a)·b), 7 SwiGLU (silu(a)·b), 8 bias (a + b[i mod cols]).
+//   6 GeGLU (gelu(a)·b), 7 SwiGLU (silu(a)·b), 8 bias (a + b[i mod cols]), 9 GELU with erf.
 // Unary ops bind `a` as `b` too. Invocations are spread over x and y (dispatch limits).
 
 struct Params {
@@ -48,6 +48,21 @@ fn silu(v: f32) -> f32 {
     return v / den;
 }
 
+// The error function as the CPU backend computes it (Abramowitz & Stegun 7.1.26, absolute
+// error below 1.5e-7), with the accurate exp.
+fn erf(x: f32) -> f32 {
+    let a = abs(x);
+    let t = 1.0 / (1.0 + 0.3275911 * a);
+    let poly = ((((1.0614054 * t - 1.4531520) * t + 1.4214137) * t - 0.28449674) * t + 0.2548296) * t;
+    let y = 1.0 - poly * exp_acc(-a * a);
+    return select(y, -y, x < 0.0);
+}
+
+// GELU as BERT defines it: x/2 · (1 + erf(x/√2)).
+fn gelu_erf(x: f32) -> f32 {
+    return 0.5 * x * (1.0 + erf(x * 0.70710678));
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * p.stride_y;
@@ -65,6 +80,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 5u: { r = silu(x); }
         case 6u: { r = gelu(x) * b[i]; }
         case 7u: { r = silu(x) * b[i]; }
+        case 9u: { r = gelu_erf(x); }
         default: { r = x + b[i % p.cols]; }
     }
     out[i] = r;

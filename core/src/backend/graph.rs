@@ -11,6 +11,35 @@ use super::{KvCacheId, Weight};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TensorId(pub u32);
 
+/// Which table row each step row takes in [`Op::EmbedRows`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowIndex {
+    /// The row at the step row's position (learned absolute position embeddings).
+    Positions,
+    /// The same row for every step row (e.g. token type 0).
+    Fixed(u32),
+}
+
+/// One sequence of an encoder step: `len` consecutive step rows from `start`, of which the
+/// first `valid` are real tokens (the rest padding, never attended to nor pooled).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqSpan {
+    pub start: u32,
+    pub len: u32,
+    pub valid: u32,
+}
+
+/// How [`Op::Pool`] reduces a sequence's rows to one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PoolMode {
+    /// The mean of the valid rows.
+    Mean,
+    /// The first row (BERT's `[CLS]`).
+    First,
+    /// The last valid row.
+    Last,
+}
+
 /// One operation. Shapes are checked when the node is added.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -123,6 +152,34 @@ pub enum Op {
         x: TensorId,
         k: usize,
     },
+    /// Rows of a table (possibly quantized) picked per step row by [`RowIndex`].
+    EmbedRows {
+        table: Weight,
+        by: RowIndex,
+    },
+    /// GELU with the error function (BERT's `gelu`), not the tanh approximation.
+    GeluErf {
+        x: TensorId,
+    },
+    /// Bidirectional attention of an encoder: each row of a span attends to the span's valid
+    /// rows of `k`/`v` (this step's own rows; no cache). Query heads share key/value heads in
+    /// groups. Output: `rows × n_head·head_dim`.
+    EncoderAttention {
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        n_head: usize,
+        n_head_kv: usize,
+        head_dim: usize,
+        scale: f32,
+        spans: Vec<SeqSpan>,
+    },
+    /// One row per span: its valid rows reduced by `mode`.
+    Pool {
+        x: TensorId,
+        spans: Vec<SeqSpan>,
+        mode: PoolMode,
+    },
 }
 
 impl Op {
@@ -130,7 +187,7 @@ impl Op {
     pub fn inputs(&self) -> Vec<TensorId> {
         use Op::*;
         match self {
-            Embed { .. } => vec![],
+            Embed { .. } | EmbedRows { .. } => vec![],
             MatMul { x, .. }
             | AddBias { x, .. }
             | RmsNorm { x, .. }
@@ -142,8 +199,11 @@ impl Op {
             | Silu { x }
             | Softmax { x }
             | SelectRows { x, .. }
-            | TopK { x, .. } => vec![*x],
+            | TopK { x, .. }
+            | GeluErf { x }
+            | Pool { x, .. } => vec![*x],
             KvStore { k, v, .. } => vec![*k, *v],
+            EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
             Attention { q, stored, .. } => vec![*q, *stored],
             Add { a, b } | Mul { a, b } => vec![*a, *b],
             GeGlu { gate, up } | SwiGlu { gate, up } => vec![*gate, *up],
@@ -355,4 +415,81 @@ impl Graph {
         let k = k.min(c);
         self.push(Op::TopK { x, k }, r, k)
     }
+
+    pub fn embed_rows(&mut self, table: Weight, by: RowIndex) -> TensorId {
+        if let RowIndex::Fixed(r) = by {
+            assert!((r as usize) < table.rows, "embed_rows: row out of range");
+        }
+        self.push(Op::EmbedRows { table, by }, self.n_tokens, table.cols)
+    }
+
+    pub fn gelu_erf(&mut self, x: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        self.push(Op::GeluErf { x }, r, c)
+    }
+
+    /// Encoder attention over `spans`, which must cover the step's rows in order without
+    /// overlapping (checked).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encoder_attention(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        n_head: usize,
+        n_head_kv: usize,
+        head_dim: usize,
+        scale: f32,
+        spans: Vec<SeqSpan>,
+    ) -> TensorId {
+        let (rows, qc) = self.shape(q);
+        assert_eq!(qc, n_head * head_dim, "encoder_attention: query width");
+        assert_eq!(
+            self.shape(k),
+            (rows, n_head_kv * head_dim),
+            "encoder_attention: keys"
+        );
+        assert_eq!(
+            self.shape(v),
+            (rows, n_head_kv * head_dim),
+            "encoder_attention: values"
+        );
+        assert!(
+            n_head_kv > 0 && n_head.is_multiple_of(n_head_kv),
+            "encoder_attention: head groups"
+        );
+        check_spans(&spans, rows);
+        let op = Op::EncoderAttention {
+            q,
+            k,
+            v,
+            n_head,
+            n_head_kv,
+            head_dim,
+            scale,
+            spans,
+        };
+        self.push(op, rows, n_head * head_dim)
+    }
+
+    /// One row per span of `x` (see [`PoolMode`]).
+    pub fn pool(&mut self, x: TensorId, spans: Vec<SeqSpan>, mode: PoolMode) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        check_spans(&spans, rows);
+        let n = spans.len();
+        self.push(Op::Pool { x, spans, mode }, n, cols)
+    }
+}
+
+/// Spans lie in order inside `rows`, each with at least one valid row.
+fn check_spans(spans: &[SeqSpan], rows: usize) {
+    let mut end = 0u64;
+    for s in spans {
+        assert!(
+            s.start as u64 >= end && s.valid >= 1 && s.valid <= s.len,
+            "spans: out of order or empty"
+        );
+        end = s.start as u64 + s.len as u64;
+    }
+    assert!(end <= rows as u64, "spans: past the last row");
 }

@@ -18,7 +18,7 @@ pub mod wgpu;
 
 use std::sync::Arc;
 
-pub use graph::{Graph, Node, Op, TensorId};
+pub use graph::{Graph, Node, Op, PoolMode, RowIndex, SeqSpan, TensorId};
 pub use pending::PendingStep;
 pub use select::{create_backend, BackendKind, BackendOptions};
 

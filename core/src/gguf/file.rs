@@ -59,6 +59,11 @@ impl ModelFile {
         Ok(ModelFile { gguf, bytes })
     }
 
+    /// Pairs a header made in memory ([`Gguf::from_parts`]) with the bytes it describes.
+    pub fn from_header(gguf: Gguf, bytes: ModelBytes) -> Self {
+        ModelFile { gguf, bytes }
+    }
+
     pub fn from_vec(bytes: Vec<u8>) -> Result<Self> {
         Self::from_bytes(ModelBytes::Owned(bytes))
     }

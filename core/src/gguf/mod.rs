@@ -55,6 +55,31 @@ pub struct Gguf {
 }
 
 impl Gguf {
+    /// A header made in memory rather than parsed (e.g. for a safetensors file, whose tensors
+    /// are described here under their GGUF names). Tensor offsets are taken from
+    /// `data_offset`, as in a parsed file.
+    pub fn from_parts(
+        metadata: Vec<(String, Value)>,
+        tensors: Vec<TensorInfo>,
+        data_offset: u64,
+        file_len: u64,
+    ) -> Self {
+        let tensor_index = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Gguf {
+            version: 3,
+            alignment: 32,
+            metadata,
+            tensors,
+            tensor_index,
+            data_offset,
+            file_len,
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }

@@ -131,6 +131,15 @@ impl Model for Gemma3 {
     }
 
     fn build(&self, g: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId {
+        let x = self.build_hidden(g, kv, output_rows);
+        let logits = g.matmul(self.output, x);
+        match self.softcap {
+            Some(c) => g.soft_cap(logits, c),
+            None => logits,
+        }
+    }
+
+    fn build_hidden(&self, g: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId {
         let d = self.info.n_embd;
         let (hk, hv) = (self.head_dim_k, self.head_dim_v);
         let mut x = g.embed(self.tok_embd, (d as f32).sqrt());
@@ -158,11 +167,6 @@ impl Model for Gemma3 {
             x = g.add(f, h);
         }
         let x = g.select_rows(x, output_rows.to_vec());
-        let x = g.rms_norm(x, Some(self.output_norm), self.eps, d);
-        let logits = g.matmul(self.output, x);
-        match self.softcap {
-            Some(c) => g.soft_cap(logits, c),
-            None => logits,
-        }
+        g.rms_norm(x, Some(self.output_norm), self.eps, d)
     }
 }

@@ -121,6 +121,11 @@ impl Model for Llama {
     }
 
     fn build(&self, g: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId {
+        let x = self.build_hidden(g, kv, output_rows);
+        g.matmul(self.output, x)
+    }
+
+    fn build_hidden(&self, g: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId {
         let neox = self.variant == Variant::Qwen2;
         let hd = self.head_dim;
         let scale = 1.0 / (hd as f32).sqrt();
@@ -152,7 +157,6 @@ impl Model for Llama {
             x = g.add(h, f);
         }
         let x = g.select_rows(x, output_rows.to_vec());
-        let x = g.rms_norm(x, Some(self.output_norm), self.eps, self.info.n_embd);
-        g.matmul(self.output, x)
+        g.rms_norm(x, Some(self.output_norm), self.eps, self.info.n_embd)
     }
 }

@@ -1,6 +1,7 @@
 //! Model families, built from GGUF metadata. Each family records the ops of one forward step
 //! into a backend [`Graph`]; the backend executes it.
 
+pub mod bert;
 mod common;
 mod gemma3;
 mod llama;
@@ -16,11 +17,18 @@ use crate::gguf::ModelFile;
 /// Architectures (`general.architecture`) this crate can run.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2"];
 
+/// Encoder architectures: embedding models, loaded with [`load_encoder`].
+pub const ENCODER_ARCHITECTURES: &[&str] = &["bert"];
+
 /// Why a model could not be built.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ModelError {
     #[error("architecture {0:?} is not supported (supported: {list})", list = SUPPORTED_ARCHITECTURES.join(", "))]
     UnsupportedArchitecture(String),
+    #[error("{0} is an embedding model: it does not generate text")]
+    EmbeddingOnly(String),
+    #[error("architecture {0:?} is not an embedding encoder (supported: {list})", list = ENCODER_ARCHITECTURES.join(", "))]
+    NotAnEncoder(String),
     #[error("the model file has no general.architecture")]
     NoArchitecture,
     #[error("metadata {key}: {message}")]
@@ -41,6 +49,11 @@ pub trait Model: Send + Sync {
     /// Records one forward step of `graph.n_tokens` rows and returns the logits of the rows
     /// listed in `output_rows` (a `output_rows.len() × n_vocab` tensor).
     fn build(&self, graph: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId;
+
+    /// Records the same step but returns the final-normed hidden states of `output_rows`
+    /// (`output_rows.len() × n_embd`, before the output projection): what embeddings of a
+    /// decoder are pooled from.
+    fn build_hidden(&self, graph: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId;
 }
 
 /// Loads the model in `file` into `backend`. `progress(done, total)` is called as tensors load.
@@ -59,6 +72,25 @@ pub fn load(
         "llama" => Box::new(llama::Llama::load(&mut loader, llama::Variant::Llama)?),
         "qwen2" => Box::new(qwen2::load(&mut loader)?),
         "gemma3" => Box::new(gemma3::Gemma3::load(&mut loader)?),
+        a if ENCODER_ARCHITECTURES.contains(&a) => return Err(ModelError::EmbeddingOnly(arch)),
         _ => return Err(ModelError::UnsupportedArchitecture(arch)),
     })
+}
+
+/// Loads the encoder (embedding model) in `file` into `backend`.
+pub fn load_encoder(
+    file: &Arc<ModelFile>,
+    backend: &mut dyn Backend,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<bert::Bert, ModelError> {
+    let arch = file
+        .gguf
+        .architecture()
+        .ok_or(ModelError::NoArchitecture)?
+        .to_string();
+    let mut loader = common::Loader::new(file, backend, progress);
+    match arch.as_str() {
+        "bert" => bert::Bert::load(&mut loader),
+        _ => Err(ModelError::NotAnEncoder(arch)),
+    }
 }

@@ -68,7 +68,11 @@ impl HfTokenizer {
         } else {
             PieceStyle::Metaspace
         };
-        let parse = tokenizers::Tokenizer::from_bytes(bytes).map_err(err)?;
+        let mut parse = tokenizers::Tokenizer::from_bytes(bytes).map_err(err)?;
+        // Some files carry the truncation and padding their trainer used (all-MiniLM-L6-v2's
+        // pads every input to 128): ids are always of the whole text, callers truncate.
+        parse.with_truncation(None).map_err(err)?;
+        parse.with_padding(None);
         let mut literal = parse.clone();
         literal.set_encode_special_tokens(true);
 

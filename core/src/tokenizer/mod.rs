@@ -324,7 +324,9 @@ fn encode_gguf(v: &GgufVocab, text: &str, add_special: bool, parse_special: bool
                     Fragment::Token(id) => out.push(id),
                 }
             }
-            if add_special && v.add_sep {
+            // As llama.cpp: WordPiece always ends with [SEP], whatever add_sep_token says
+            // (its converter writes add_sep_token = false and add_eos_token = true).
+            if add_special {
                 out.extend(v.sep);
             }
         }

@@ -54,7 +54,6 @@ pub(crate) struct GgufVocab {
     pub pad: Option<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
-    pub add_sep: bool,
     pub add_space_prefix: bool,
     pub eog: Vec<u32>,
     pub max_token_len: usize,
@@ -173,7 +172,6 @@ impl GgufVocab {
         let (mut bos, mut eos, mut unk, mut sep, mut pad): (Id, Id, Id, Id, Id);
         let mut add_bos;
         let mut add_eos = false;
-        let mut add_sep = false;
         let mut add_space_prefix;
         let algo = match model.as_str() {
             "llama" => {
@@ -204,7 +202,6 @@ impl GgufVocab {
             "bert" => {
                 (bos, eos, unk, sep, pad) = (Some(101), None, Some(100), Some(102), Some(0));
                 add_bos = true;
-                add_sep = true;
                 add_space_prefix = false;
                 Algo::Wpm
             }
@@ -224,6 +221,10 @@ impl GgufVocab {
         let mut eot = None;
         let mut eom = None;
         let (mut fim_pad, mut fim_rep, mut fim_sep) = (None, None, None);
+        // WordPiece files may name [CLS] (what starts a sequence) rather than a BOS.
+        if matches!(algo, Algo::Wpm) {
+            id_key("tokenizer.ggml.cls_token_id", &mut bos);
+        }
         id_key("tokenizer.ggml.bos_token_id", &mut bos);
         id_key("tokenizer.ggml.eos_token_id", &mut eos);
         id_key("tokenizer.ggml.eot_token_id", &mut eot);
@@ -239,9 +240,6 @@ impl GgufVocab {
         }
         if let Some(b) = g.get_bool("tokenizer.ggml.add_eos_token") {
             add_eos = b;
-        }
-        if let Some(b) = g.get_bool("tokenizer.ggml.add_sep_token") {
-            add_sep = b;
         }
 
         // Tokens found by text are forced to be control tokens, as llama.cpp does.
@@ -324,7 +322,6 @@ impl GgufVocab {
             pad,
             add_bos,
             add_eos,
-            add_sep,
             add_space_prefix,
             eog,
             max_token_len,

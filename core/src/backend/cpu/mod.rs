@@ -3,6 +3,8 @@
 
 mod attention;
 mod attn_kernels;
+mod encoder;
+mod gemm_f32;
 mod matmul;
 mod ops;
 mod pool;
@@ -10,6 +12,8 @@ mod simd;
 
 use std::sync::Arc;
 
+/// The error function and BERT's GELU as the CPU backend computes them.
+pub use encoder::{erf, gelu_erf};
 /// GELU as the CPU backend computes it (the wgpu backend tabulates it to match).
 pub(crate) use ops::gelu;
 pub use ops::top_k;
@@ -34,6 +38,8 @@ struct CpuWeight {
     cols: usize,
     rows: usize,
     vector: Option<Vec<f32>>,
+    /// An f32 matrix packed for [`gemm_f32`], made on its first product of many rows.
+    packed: std::sync::OnceLock<Option<gemm_f32::Packed>>,
 }
 
 impl CpuWeight {
@@ -65,6 +71,9 @@ pub struct CpuBackend {
     /// factors): every layer with the same base rotates by the same angles.
     rope_tables: Vec<RopeKey>,
 }
+
+/// Products of at least this many rows with f32 weights use the packed GEMM.
+const GEMM_MIN_ROWS: usize = 4;
 
 /// A step's RoPE table and what it depends on besides the positions.
 type RopeKey = ((u32, usize, Option<u32>), Vec<(f32, f32)>);
@@ -131,6 +140,7 @@ impl Backend for CpuBackend {
             cols: handle.cols,
             rows: handle.rows,
             vector: None,
+            packed: std::sync::OnceLock::new(),
         };
         if handle.rows == 1 {
             w.vector = Some(matmul::to_f32_vec(&w.view())?);
@@ -356,6 +366,18 @@ impl CpuBackend {
             }
             Op::MatMul { w, x } => {
                 let cw = &self.weights[w.id as usize];
+                if node.rows >= GEMM_MIN_ROWS && cw.ty == GgmlType::F32 && gemm_f32::available() {
+                    let packed = cw.packed.get_or_init(|| {
+                        let v = cw.view();
+                        let f: &[f32] = bytemuck::try_cast_slice(v.data).ok()?;
+                        (f.len() >= v.rows * v.cols).then(|| gemm_f32::pack(f, v.rows, v.cols))
+                    });
+                    if let Some(p) = packed {
+                        if gemm_f32::product(&self.pool, p, buf(x), node.rows, out) {
+                            return Ok(());
+                        }
+                    }
+                }
                 let mut act = std::mem::take(&mut self.act);
                 let r = matmul::matmul(&self.pool, &cw.view(), buf(x), node.rows, out, &mut act);
                 self.act = act;
@@ -451,6 +473,40 @@ impl CpuBackend {
                     let r = r as usize;
                     o.copy_from_slice(&src[r * node.cols..(r + 1) * node.cols]);
                 }
+            }
+            Op::EmbedRows { table, by } => {
+                let w = self.weight(table)?;
+                let fixed;
+                let ids = match by {
+                    super::RowIndex::Positions => encoder::position_rows(batch.positions, w.rows)?,
+                    super::RowIndex::Fixed(r) => {
+                        fixed = vec![*r; node.rows];
+                        &fixed
+                    }
+                };
+                matmul::embed(&w.view(), ids, 1.0, out)?;
+            }
+            Op::GeluErf { x } => encoder::gelu_erf_all(&self.pool, buf(x), out),
+            Op::EncoderAttention {
+                q,
+                k,
+                v,
+                n_head,
+                n_head_kv,
+                head_dim,
+                scale,
+                spans,
+            } => {
+                let shape = encoder::AttnShape {
+                    n_head: *n_head,
+                    n_head_kv: *n_head_kv,
+                    head_dim: *head_dim,
+                    scale: *scale,
+                };
+                encoder::encoder_attention(&self.pool, buf(q), buf(k), buf(v), shape, spans, out);
+            }
+            Op::Pool { x, spans, mode } => {
+                encoder::pool_rows(buf(x), node.cols, spans, *mode, out);
             }
             Op::TopK { x, k } => {
                 let src = buf(x);

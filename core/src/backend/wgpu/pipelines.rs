@@ -30,6 +30,10 @@ pub(super) enum Kernel {
     ActQ8_0,
     /// Activation quantize-dequantize to Q8_K values.
     ActQ8K,
+    /// Bidirectional attention within each sequence of an encoder step.
+    EncoderAttention,
+    /// Mean / first / last pooling of each sequence of an encoder step.
+    Pool,
 }
 
 /// The `quant.wgsl` suffix of a weight type the kernels read directly, if any.
@@ -107,6 +111,8 @@ impl Kernel {
             Kernel::TopK => (reduce(s::TOPK), "main"),
             Kernel::ActQ8_0 => (actquant(), "q8_0"),
             Kernel::ActQ8K => (actquant(), "q8_k"),
+            Kernel::EncoderAttention => (s::with_math(s::ENCODER_ATTENTION), "attend"),
+            Kernel::Pool => (s::POOL.to_string(), "pool"),
         }
     }
 }

@@ -9,7 +9,8 @@ use super::pipelines::{quant_kind, Kernel, Pipelines};
 use super::weights::GpuWeight;
 use super::StepStats;
 use crate::backend::{
-    BackendError, Graph, KvDtype, Op, Readback, Result, StepBatch, TensorId, Weight,
+    BackendError, Graph, KvDtype, Op, PoolMode, Readback, Result, RowIndex, SeqSpan, StepBatch,
+    TensorId, Weight,
 };
 use crate::dtype::GgmlType;
 use crate::quant;
@@ -156,7 +157,9 @@ pub(super) struct Recorder<'a> {
 /// The tensors an op reads.
 fn op_inputs(op: &Op) -> Vec<TensorId> {
     match op {
-        Op::Embed { .. } => vec![],
+        Op::Embed { .. } | Op::EmbedRows { .. } => vec![],
+        Op::GeluErf { x } | Op::Pool { x, .. } => vec![*x],
+        Op::EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
         Op::MatMul { x, .. }
         | Op::AddBias { x, .. }
         | Op::RmsNorm { x, .. }
@@ -654,6 +657,22 @@ impl<'a> Recorder<'a> {
             Op::SoftCap { x, cap } => self.unary(i, 3, *x, *cap, rows * cols)?,
             Op::Gelu { x } => self.unary(i, 4, *x, 0.0, rows * cols)?,
             Op::Silu { x } => self.unary(i, 5, *x, 0.0, rows * cols)?,
+            Op::GeluErf { x } => self.unary(i, 9, *x, 0.0, rows * cols)?,
+            Op::EmbedRows { table, by } => self.embed_rows(i, table, *by)?,
+            Op::EncoderAttention {
+                q,
+                k,
+                v,
+                n_head,
+                n_head_kv,
+                head_dim,
+                scale,
+                spans,
+            } => {
+                let shape = (*n_head, *n_head_kv, *head_dim, *scale);
+                self.encoder_attention(i, [*q, *k, *v], shape, spans)?
+            }
+            Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
                     return Err(BackendError::Unsupported(
@@ -743,6 +762,126 @@ impl<'a> Recorder<'a> {
             return Err(invalid(format!("the KV cache has no layer {layer}")));
         }
         Ok(c)
+    }
+
+    /// Rows of a table by position or one fixed row (see `Op::EmbedRows`): the embedding
+    /// gather with the positions (or a buffer of the fixed row) as its ids.
+    fn embed_rows(&mut self, i: usize, table: &Weight, by: RowIndex) -> Result<()> {
+        let w = self.weight(table)?;
+        let n_tok = self.batch.tokens.len();
+        let ids = match by {
+            RowIndex::Positions => {
+                if let Some(p) = self.batch.positions.iter().find(|&&p| p as usize >= w.rows) {
+                    return Err(invalid(format!(
+                        "position {p} is past the model's {} learned positions",
+                        w.rows
+                    )));
+                }
+                self.positions.clone()
+            }
+            RowIndex::Fixed(r) => {
+                let ids = vec![r; n_tok];
+                super::weights::storage_with(&self.gpu.device, "rows", bytemuck::cast_slice(&ids))
+            }
+        };
+        let out = self.output(i, n_tok * w.cols * 4);
+        for c in &w.chunks {
+            let p = [
+                c.rows as u32,
+                w.cols as u32,
+                n_tok as u32,
+                w.row_bytes as u32,
+                c.row0 as u32,
+                1f32.to_bits(),
+                0,
+                0,
+            ];
+            let groups = ((w.cols / 32).div_ceil(64) as u32, n_tok as u32, 1);
+            let bufs = vec![c.buf.clone(), ids.clone(), out.clone()];
+            self.dispatch(Kernel::Embed(w.ty), bufs, &p, groups);
+        }
+        Ok(())
+    }
+
+    /// Bidirectional attention within spans (encoder_attention.wgsl): each row's span start
+    /// and valid length are uploaded for the kernel.
+    fn encoder_attention(
+        &mut self,
+        i: usize,
+        [q, k, v]: [TensorId; 3],
+        (n_head, n_head_kv, head_dim, scale): (usize, usize, usize, f32),
+        spans: &[SeqSpan],
+    ) -> Result<()> {
+        /// Keys one sequence may have (the kernel's workgroup-memory score array).
+        const MAX_KEYS: u32 = 1024;
+        let rows = self.batch.tokens.len();
+        let mut row_span = vec![0u32; 2 * rows];
+        for s in spans {
+            if s.valid > MAX_KEYS {
+                return Err(BackendError::Unsupported(format!(
+                    "encoder attention over {} tokens (the GPU kernel takes at most {MAX_KEYS})",
+                    s.valid
+                )));
+            }
+            for r in s.start..s.start + s.len {
+                row_span[2 * r as usize] = s.start;
+                row_span[2 * r as usize + 1] = s.valid;
+            }
+        }
+        let spans_buf = super::weights::storage_with(
+            &self.gpu.device,
+            "spans",
+            bytemuck::cast_slice(&row_span),
+        );
+        let (q, k, v) = (self.input(q)?, self.input(k)?, self.input(v)?);
+        let out = self.output(i, rows * n_head * head_dim * 4);
+        let (gx, gy) = grid(rows * n_head);
+        let p = [
+            n_head as u32,
+            n_head_kv as u32,
+            head_dim as u32,
+            rows as u32,
+            scale.to_bits(),
+            gx,
+            0,
+            0,
+        ];
+        let bufs = vec![q, k, v, spans_buf, out];
+        self.dispatch(Kernel::EncoderAttention, bufs, &p, (gx, gy, 1));
+        Ok(())
+    }
+
+    /// One row per span (pool.wgsl).
+    fn pool(
+        &mut self,
+        i: usize,
+        x: TensorId,
+        spans: &[SeqSpan],
+        mode: PoolMode,
+        cols: usize,
+    ) -> Result<()> {
+        if spans.len() > MAX_GROUPS as usize {
+            return Err(BackendError::Unsupported(
+                "pooling more than 65535 sequences in one step".into(),
+            ));
+        }
+        let seqs: Vec<u32> = spans
+            .iter()
+            .flat_map(|s| [s.start, s.len, s.valid])
+            .collect();
+        let seqs =
+            super::weights::storage_with(&self.gpu.device, "seqs", bytemuck::cast_slice(&seqs));
+        let x = self.input(x)?;
+        let out = self.output(i, spans.len() * cols * 4);
+        let mode = match mode {
+            PoolMode::Mean => 0,
+            PoolMode::First => 1,
+            PoolMode::Last => 2,
+        };
+        let p = [cols as u32, spans.len() as u32, mode, 0];
+        let groups = (cols.div_ceil(64) as u32, spans.len() as u32, 1);
+        self.dispatch(Kernel::Pool, vec![x, seqs, out], &p, groups);
+        Ok(())
     }
 
     fn binary(&mut self, i: usize, op: u32, a: TensorId, b: TensorId, n: usize) -> Result<()> {

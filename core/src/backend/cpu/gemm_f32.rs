@@ -1,0 +1,284 @@
+//! Products of many activation rows with f32 weights (an encoder's whole batch, a prompt):
+//! a register-blocked GEMM. The weight is packed once, on first use, into panels of 32 rows laid
+//! out k-major (`panel[k][j]` = row `32p + j`, column `k`), so the kernel reads 32 outputs'
+//! weights for one `k` with two (AVX-512) or four (AVX2) vector loads and broadcasts one
+//! activation per token: a tile of 6×32 (AVX-512) or 3×32 (AVX2) outputs stays in registers for
+//! the whole dot product. Threads take (token block, panel) items from a shared counter.
+//!
+//! Each output is one sequential f32 sum over `k` (fused multiply-adds), so results do not
+//! depend on the thread count. Only x86-64 with AVX2+FMA or AVX-512F; elsewhere (and for one
+//! row) the caller keeps its dot-product loop.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::attention::SyncPtr;
+use super::pool::ThreadPool;
+
+/// Weight rows per panel.
+const NR: usize = 32;
+/// Tokens per work item (their activations stay in the core's L2 across a panel's use).
+const TOKEN_BLOCK: usize = 96;
+
+/// A weight packed into k-major panels of [`NR`] rows (the last padded with zeros).
+pub struct Packed {
+    data: Vec<f32>,
+    rows: usize,
+    cols: usize,
+}
+
+/// Which kernel this CPU runs, if any.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Avx512,
+    Avx2,
+}
+
+fn isa() -> Option<Isa> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ISA: std::sync::OnceLock<Option<Isa>> = std::sync::OnceLock::new();
+        *ISA.get_or_init(|| {
+            if std::env::var("WEFT_GEMM_F32").is_ok_and(|v| v == "off") {
+                None
+            } else if is_x86_feature_detected!("avx512f") {
+                Some(Isa::Avx512)
+            } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                Some(Isa::Avx2)
+            } else {
+                None
+            }
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
+}
+
+/// Whether [`pack`] and [`product`] run on this CPU.
+pub fn available() -> bool {
+    isa().is_some()
+}
+
+/// Packs a row-major `rows × cols` f32 weight.
+pub fn pack(w: &[f32], rows: usize, cols: usize) -> Packed {
+    let panels = rows.div_ceil(NR);
+    let mut data = vec![0f32; panels * NR * cols];
+    for p in 0..panels {
+        let panel = &mut data[p * NR * cols..(p + 1) * NR * cols];
+        for j in 0..NR.min(rows - p * NR) {
+            let row = &w[(p * NR + j) * cols..(p * NR + j + 1) * cols];
+            for (k, &v) in row.iter().enumerate() {
+                panel[k * NR + j] = v;
+            }
+        }
+    }
+    Packed { data, rows, cols }
+}
+
+/// `out[t][r] = Σ_k x[t][k] · w[r][k]` for `n_tok` rows of `x`; false (nothing written) when
+/// this CPU has no kernel.
+pub fn product(pool: &ThreadPool, w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32]) -> bool {
+    let Some(isa) = isa() else {
+        return false;
+    };
+    let (rows, cols) = (w.rows, w.cols);
+    debug_assert!(x.len() >= n_tok * cols && out.len() >= n_tok * rows);
+    let panels = rows.div_ceil(NR);
+    let blocks = n_tok.div_ceil(TOKEN_BLOCK);
+    let items = panels * blocks;
+    let next = AtomicUsize::new(0);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let job = |_: usize| {
+        let out_ptr = &out_ptr;
+        loop {
+            let item = next.fetch_add(1, Ordering::Relaxed);
+            if item >= items {
+                break;
+            }
+            // Panel-major within a token block: consecutive items share the block's tokens.
+            let (b, p) = (item / panels, item % panels);
+            let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
+            let nr = NR.min(rows - p * NR);
+            let t_end = ((b + 1) * TOKEN_BLOCK).min(n_tok);
+            let mr_max = if isa == Isa::Avx512 { 6 } else { 3 };
+            let mut t = b * TOKEN_BLOCK;
+            while t < t_end {
+                let mr = mr_max.min(t_end - t);
+                // SAFETY: rows t..t+mr, columns p·NR..p·NR+nr of `out` belong to this item
+                // alone; `x` holds n_tok rows of `cols`; the kernel's features were detected.
+                unsafe {
+                    let o = out_ptr.0.add(t * rows + p * NR);
+                    let xs = x.as_ptr().add(t * cols);
+                    #[cfg(target_arch = "x86_64")]
+                    match isa {
+                        Isa::Avx512 => x86::tile_avx512(mr, nr, cols, panel.as_ptr(), xs, o, rows),
+                        Isa::Avx2 => x86::tile_avx2(mr, nr, cols, panel.as_ptr(), xs, o, rows),
+                    }
+                }
+                t += mr;
+            }
+        }
+    };
+    if items <= 1 {
+        job(0);
+    } else {
+        pool.run(&job);
+    }
+    true
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::NR;
+
+    /// One tile of `mr` ≤ 6 tokens × `nr` ≤ 32 rows over `k` columns (AVX-512F).
+    /// SAFETY: the CPU has AVX-512F; `panel` holds k·32 floats, `x` mr rows of stride k,
+    /// `out` mr rows of stride `ldo` with nr writable columns each.
+    #[target_feature(enable = "avx512f")]
+    pub unsafe fn tile_avx512(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        panel: *const f32,
+        x: *const f32,
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        match mr {
+            6 => tile512::<6>(nr, k, panel, x, out, ldo),
+            5 => tile512::<5>(nr, k, panel, x, out, ldo),
+            4 => tile512::<4>(nr, k, panel, x, out, ldo),
+            3 => tile512::<3>(nr, k, panel, x, out, ldo),
+            2 => tile512::<2>(nr, k, panel, x, out, ldo),
+            _ => tile512::<1>(nr, k, panel, x, out, ldo),
+        }
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile512<const MR: usize>(
+        nr: usize,
+        k: usize,
+        panel: *const f32,
+        x: *const f32,
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        for kk in 0..k {
+            let w0 = _mm512_loadu_ps(panel.add(kk * NR));
+            let w1 = _mm512_loadu_ps(panel.add(kk * NR + 16));
+            for (i, a) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_ps(*x.add(i * k + kk));
+                a[0] = _mm512_fmadd_ps(b, w0, a[0]);
+                a[1] = _mm512_fmadd_ps(b, w1, a[1]);
+            }
+        }
+        let lo = if nr >= 16 {
+            0xFFFF
+        } else {
+            (1u32 << nr) as u16 - 1
+        };
+        let hi = if nr >= 32 {
+            0xFFFF
+        } else if nr > 16 {
+            (1u32 << (nr - 16)) as u16 - 1
+        } else {
+            0
+        };
+        for (i, a) in acc.iter().enumerate() {
+            let o = out.add(i * ldo);
+            _mm512_mask_storeu_ps(o, lo, a[0]);
+            _mm512_mask_storeu_ps(o.add(16), hi, a[1]);
+        }
+    }
+
+    /// One tile of `mr` ≤ 3 tokens × `nr` ≤ 32 rows (AVX2 + FMA); contract as above.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn tile_avx2(
+        mr: usize,
+        nr: usize,
+        k: usize,
+        panel: *const f32,
+        x: *const f32,
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        match mr {
+            3 => tile256::<3>(nr, k, panel, x, out, ldo),
+            2 => tile256::<2>(nr, k, panel, x, out, ldo),
+            _ => tile256::<1>(nr, k, panel, x, out, ldo),
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn tile256<const MR: usize>(
+        nr: usize,
+        k: usize,
+        panel: *const f32,
+        x: *const f32,
+        out: *mut f32,
+        ldo: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); 4]; MR];
+        for kk in 0..k {
+            let p = panel.add(kk * NR);
+            let w = [
+                _mm256_loadu_ps(p),
+                _mm256_loadu_ps(p.add(8)),
+                _mm256_loadu_ps(p.add(16)),
+                _mm256_loadu_ps(p.add(24)),
+            ];
+            for (i, a) in acc.iter_mut().enumerate() {
+                let b = _mm256_set1_ps(*x.add(i * k + kk));
+                for q in 0..4 {
+                    a[q] = _mm256_fmadd_ps(b, w[q], a[q]);
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            let mut row = [0f32; NR];
+            for q in 0..4 {
+                _mm256_storeu_ps(row.as_mut_ptr().add(8 * q), a[q]);
+            }
+            std::ptr::copy_nonoverlapping(row.as_ptr(), out.add(i * ldo), nr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_product_matches_f64_dots() {
+        if !available() {
+            return;
+        }
+        let pool = ThreadPool::new(2);
+        // Awkward shapes: rows not a multiple of 32, tokens not of 6 or 96.
+        for (rows, cols, n_tok) in [(70, 48, 101), (32, 384, 7), (5, 16, 1), (1536, 64, 13)] {
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+                .collect();
+            let x: Vec<f32> = (0..n_tok * cols)
+                .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+                .collect();
+            let packed = pack(&w, rows, cols);
+            let mut out = vec![f32::NAN; n_tok * rows];
+            assert!(product(&pool, &packed, &x, n_tok, &mut out));
+            for t in 0..n_tok {
+                for r in 0..rows {
+                    let want: f64 = (0..cols)
+                        .map(|k| w[r * cols + k] as f64 * x[t * cols + k] as f64)
+                        .sum();
+                    let got = out[t * rows + r] as f64;
+                    assert!(
+                        (got - want).abs() < 1e-3,
+                        "({rows}, {cols}, {n_tok}) [{t}][{r}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
