@@ -10,6 +10,9 @@
 //     same 8 tokens; one chat turn through the page's UI (streamed into a bubble, stop button
 //     shown while generating); the example embedding page streams a reply.
 // (The chat turns run on the CPU fallback: SwiftShader needs seconds per token.)
+// With WEFT_EMBED_GGUF (all-MiniLM-L6-v2 as GGUF, served as `minilm`) and WEFT_EMBED_REFERENCE
+// (sentence-transformers' vectors), `weft.embed` is checked on WebGPU and on the wasm CPU
+// fallback: cosine >= 0.9999 with the reference; chat on it and an empty list are clear errors.
 // Prints one JSON line of figures (tokens/s) at the end. Exit code 0 = pass.
 //
 // Env: WEFT_BIN (the weft binary), WEFT_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf),
@@ -30,6 +33,11 @@ const model = resolve(root, process.env.WEFT_MODEL || "models/SmolLM2-135M-Instr
 const refDir = process.env.WEFT_REFERENCE_DIR || join(root, "tests/reference");
 const refPath = process.env.WEFT_REFERENCE || join(refDir, "smollm2-135m.dev.json");
 const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
+const embedGguf = process.env.WEFT_EMBED_GGUF;
+const embedRef = process.env.WEFT_EMBED_REFERENCE && JSON.parse(readFileSync(process.env.WEFT_EMBED_REFERENCE, "utf8"));
+if (process.env.CI && !(embedGguf && embedRef)) throw new Error("CI needs WEFT_EMBED_GGUF and WEFT_EMBED_REFERENCE");
+// Empty, short, unicode, code, ~128 tokens and one cut to 256 tokens.
+const EMBED_PICK = [0, 1, 5, 6, 19, 21, 24, 27, 28, 31, 33];
 // Every one of its first 8 reference steps has a top-1/top-2 margin of at least 0.3, so the
 // tokens are not at the mercy of rounding differences between backends.
 const PROMPT = "def fibonacci(n):";
@@ -71,7 +79,8 @@ if (existsSync(refPath)) {
 }
 
 // --- the server.
-const server = spawn(bin, ["serve", "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
+const embedArgs = embedGguf ? ["--model", `minilm=${embedGguf}`] : [];
+const server = spawn(bin, ["serve", "--model", model, ...embedArgs, "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
   { stdio: ["ignore", "ignore", "pipe"], cwd: root });
 const base = await new Promise((res, rej) => {
   let buf = "";
@@ -87,6 +96,46 @@ const base = await new Promise((res, rej) => {
 log("server", base);
 
 const figures = { native_cpu_tok_s: native.timings.gen_tokens_per_s };
+
+// weft.embed in a page on `backend`: vectors against the reference, and its errors.
+async function embedCheck(pg, backend) {
+  if (!embedRef) {
+    log("*** WEFT_EMBED_GGUF / WEFT_EMBED_REFERENCE unset: skipping the embedding check ***");
+    return;
+  }
+  const picked = EMBED_PICK.map((i) => embedRef.sentences[i]);
+  const r = await pg.evaluate(async ([backend, texts]) => {
+    const { Weft } = await import("/play/pkg/weft.js");
+    const w = await Weft.create({ backend });
+    const info = await w.load("/models/minilm/file", { cache: false });
+    const t0 = performance.now();
+    const out = await w.embed(texts);
+    const ms = performance.now() - t0;
+    const chat = await w.chat([{ role: "user", content: "hi" }]).result.catch((e) => e.message);
+    const empty = await w.embed([]).catch((e) => e.message);
+    const cut = await w.embed(texts[0], { dimensions: 64 });
+    w.terminate();
+    return { info, out, ms, chat, empty, cutDim: cut.dim };
+  }, [backend, picked.map((s) => s.text)]);
+  assert.equal(r.info.backend, backend === "auto" ? "cpu" : backend);
+  assert.equal(r.info.model.kind, "embedding");
+  assert.equal(r.out.embeddings.length, picked.length);
+  let worst = 1;
+  picked.forEach((s, i) => {
+    const a = r.out.embeddings[i], b = s.embedding;
+    let dot = 0, na = 0, nb = 0;
+    for (let j = 0; j < b.length; j++) { dot += a[j] * b[j]; na += a[j] * a[j]; nb += b[j] * b[j]; }
+    const c = dot / Math.sqrt(na * nb);
+    worst = Math.min(worst, c);
+    assert.ok(c >= 0.9999, `embed on ${backend}: cosine ${c} for ${JSON.stringify(s.text.slice(0, 40))}`);
+  });
+  assert.match(r.chat, /does not generate text/);
+  assert.match(r.empty, /no input/);
+  assert.equal(r.cutDim, 64);
+  log(`embed on ${r.info.backend}: ${picked.length} texts in ${r.ms.toFixed(0)} ms, lowest cosine ${worst.toFixed(7)}`);
+  figures[`embed_${r.info.backend}_ms`] = r.ms;
+  figures[`embed_${r.info.backend}_min_cosine`] = worst;
+}
 const profile = mkdtempSync(join(tmpdir(), "weft-chromium-"));
 let ctx = null;
 try {
@@ -151,6 +200,7 @@ try {
   log("webgpu tokens without subgroups", gpu2.tokens, `${gpu2.timings.tokensPerS.toFixed(2)} tok/s`);
   assert.deepEqual(gpu2.tokens, gpu.tokens.slice(0, 4), "WebGPU tokens with vs without subgroups");
   figures.webgpu_no_subgroups_tok_s = gpu2.timings.tokensPerS;
+  await embedCheck(page, "webgpu");
 
   await ctx.close();
   ctx = null;
@@ -176,6 +226,7 @@ try {
     log("wasm cpu tokens", cpu.tokens, `${cpu.timings.tokensPerS.toFixed(2)} tok/s`);
     assert.deepEqual(cpu.tokens, native.tokens, "wasm CPU vs native CPU tokens");
     figures.wasm_cpu_tok_s = cpu.timings.tokensPerS;
+    await embedCheck(p2, "auto");
 
     // Cancellation: an AbortSignal stops generation after the first delta.
     const stopped = await p2.evaluate(async (prompt) => {

@@ -7,7 +7,7 @@ use weft_core::gguf::{Gguf, ModelFile, Value};
 
 #[derive(Args)]
 pub struct InfoArgs {
-    /// Path to a .gguf file.
+    /// Path to a .gguf file or a Hugging Face model folder.
     model: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -32,11 +32,45 @@ const HPARAMS: &[&str] = &[
 ];
 
 pub fn run(a: InfoArgs) -> Result<()> {
+    if a.model.is_dir() {
+        return run_folder(&a);
+    }
     let file = ModelFile::open(&a.model).with_context(|| format!("{}", a.model.display()))?;
     let g = &file.gguf;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&to_json(g))?);
     } else {
+        print_text(g);
+    }
+    Ok(())
+}
+
+/// A Hugging Face folder: its tensors and configs as the GGUF header it loads under
+/// (llama.cpp's names and keys), plus how it embeds.
+fn run_folder(a: &InfoArgs) -> Result<()> {
+    if !weft_core::hf::is_model_folder(&a.model) {
+        anyhow::bail!("{}: a model folder needs a config.json", a.model.display());
+    }
+    let hf = weft_core::hf::HfModel::open(&a.model)?;
+    let g = &hf.file.gguf;
+    let embedding = json!({
+        "pooling": match hf.sentence.pooling {
+            weft_core::backend::PoolMode::Mean => "mean",
+            weft_core::backend::PoolMode::First => "cls",
+            weft_core::backend::PoolMode::Last => "last",
+        },
+        "normalize": hf.sentence.normalize,
+        "max_tokens": hf.max_tokens(),
+        "dim": hf.config.hidden_size,
+    });
+    if a.json {
+        let mut j = to_json(g);
+        j["format"] = json!("huggingface");
+        j["embedding"] = embedding;
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        println!("format:        Hugging Face folder {}", hf.dir.display());
+        println!("embedding:     {embedding}");
         print_text(g);
     }
     Ok(())

@@ -3,6 +3,7 @@
 mod backend_args;
 mod bench;
 mod devices;
+mod embed;
 mod info;
 mod run;
 mod serve;
@@ -25,8 +26,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Show a GGUF model's architecture, hyper-parameters, tokenizer and tensors.
+    /// Show a model's architecture, hyper-parameters, tokenizer and tensors (a GGUF file or a
+    /// Hugging Face folder).
     Info(info::InfoArgs),
+    /// Print one embedding vector per text (an embedding model or any chat model).
+    Embed(embed::EmbedArgs),
     /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
     Devices(devices::DevicesArgs),
     /// Print the token ids of a text (no BOS unless --bos).
@@ -44,6 +48,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(a) => info::run(a),
+        Command::Embed(a) => embed::run(a),
         Command::Devices(a) => devices::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),

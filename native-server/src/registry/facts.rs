@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use weft_core::chat::ChatTemplate;
-use weft_core::gguf::ModelFile;
+use weft_core::gguf::{Gguf, ModelFile};
 
 /// Header facts of one GGUF file.
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ pub struct Facts {
     pub vocab_size: u64,
     /// The chat template's source (the file's own or the built-in one for its family).
     pub template: Option<String>,
+    /// An embedding model (an encoder): it embeds, it does not generate text.
+    pub embedding_only: bool,
     /// Bytes of K and V per position and layer (all layers summed), for the memory estimate.
     kv_bytes_per_position: u64,
 }
@@ -32,9 +34,20 @@ pub struct Facts {
 impl Facts {
     /// Reads the header of `path`. The error is one line fit for a client.
     pub fn read(path: &Path) -> Result<Facts, String> {
+        if path.is_dir() {
+            // A Hugging Face folder (an embedding model): its weights file under a GGUF header.
+            let hf = weft_core::hf::HfModel::open(path).map_err(|e| e.to_string())?;
+            let weights = path.join("model.safetensors");
+            let meta =
+                std::fs::metadata(&weights).map_err(|e| format!("{}: {e}", weights.display()))?;
+            return Self::from_header(path, &meta, &hf.file.gguf);
+        }
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let file = ModelFile::open(path).map_err(|e| e.to_string())?;
-        let g = &file.gguf;
+        Self::from_header(path, &meta, &file.gguf)
+    }
+
+    fn from_header(path: &Path, meta: &std::fs::Metadata, g: &Gguf) -> Result<Facts, String> {
         let architecture = g
             .architecture()
             .ok_or("the file has no general.architecture")?
@@ -72,6 +85,8 @@ impl Facts {
             .get_array("tokenizer.ggml.tokens")
             .map(|a| a.len() as u64)
             .unwrap_or_else(|| key("vocab_size"));
+        let embedding_only =
+            weft_core::model::ENCODER_ARCHITECTURES.contains(&architecture.as_str());
         Ok(Facts {
             path: path.to_path_buf(),
             file_size: meta.len(),
@@ -83,6 +98,7 @@ impl Facts {
             embedding_length: n_embd,
             block_count,
             vocab_size,
+            embedding_only,
             template: ChatTemplate::from_gguf(g)
                 .ok()
                 .map(|t| t.source().to_string()),

@@ -6,6 +6,7 @@ use std::thread::JoinHandle;
 
 use weft_core::backend::{Backend, KvDtype};
 use weft_core::chat::ChatTemplate;
+use weft_core::embed::Embedder;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
@@ -13,6 +14,7 @@ use weft_core::model::ModelInfo;
 use weft_core::scheduler::{Handle, Scheduler, SchedulerConfig};
 use weft_core::tokenizer::Tokenizer;
 
+use super::embed_worker::EmbedWorker;
 use super::facts::Facts;
 
 /// Makes a backend for each model that loads (each model owns its own).
@@ -34,7 +36,10 @@ pub struct LoadConfig {
 
 /// A loaded model and the scheduler serving it.
 pub struct Loaded {
-    pub handle: Handle,
+    /// The chat scheduler; `None` for an embedding model (it does not generate text).
+    pub handle: Option<Handle>,
+    /// Embedding requests (every model can embed).
+    pub embed: EmbedWorker,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Option<ChatTemplate>,
     pub info: ModelInfo,
@@ -46,6 +51,9 @@ impl Loaded {
     /// Opens the file, builds engine, tokenizer and template, and starts the scheduler thread.
     pub fn load(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
         use anyhow::Context;
+        if facts.embedding_only {
+            return Self::load_encoder(facts, cfg);
+        }
         let path = &facts.path;
         let file = Arc::new(ModelFile::open(path).with_context(|| path.display().to_string())?);
         let tokenizer = Arc::new(Tokenizer::from_gguf(&file.gguf)?);
@@ -59,7 +67,7 @@ impl Loaded {
             },
             max_batch: cfg.batch,
         };
-        let engine = Engine::load(file, backend, engine_cfg, &mut |_, _| {})?;
+        let engine = Engine::load(file.clone(), backend, engine_cfg, &mut |_, _| {})?;
         let info = engine.model_info().clone();
         let (sched, handle) = Scheduler::new(
             engine,
@@ -72,8 +80,14 @@ impl Loaded {
         let thread = std::thread::Builder::new()
             .name("weft-scheduler".into())
             .spawn(move || sched.run())?;
+        // Embeddings of a chat model: an embedder of its own, made on the first request.
+        let make_backend = cfg.backend.clone();
+        let embed = EmbedWorker::start(Box::new(move || {
+            Ok(Embedder::from_gguf(file, make_backend()?)?)
+        }))?;
         Ok(Loaded {
-            handle,
+            handle: Some(handle),
+            embed,
             tokenizer,
             template,
             info,
@@ -82,10 +96,47 @@ impl Loaded {
         })
     }
 
+    /// An embedding model (a BERT GGUF or a Hugging Face folder): its embedder on a worker
+    /// thread, no chat scheduler.
+    fn load_encoder(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
+        use anyhow::Context;
+        let path = &facts.path;
+        let shown = path.display().to_string();
+        let backend = (cfg.backend)()?;
+        let (embedder, tokenizer) = if path.is_dir() {
+            let hf = weft_core::hf::HfModel::open(path)?;
+            let tok = Tokenizer::from_gguf(&hf.file.gguf).with_context(|| shown.clone())?;
+            (
+                Embedder::from_hf(hf, backend).with_context(|| shown.clone())?,
+                tok,
+            )
+        } else {
+            let file = Arc::new(ModelFile::open(path).with_context(|| shown.clone())?);
+            let tok = Tokenizer::from_gguf(&file.gguf).with_context(|| shown.clone())?;
+            (
+                Embedder::from_gguf(file, backend).with_context(|| shown.clone())?,
+                tok,
+            )
+        };
+        let info = embedder.model_info().clone();
+        Ok(Loaded {
+            handle: None,
+            embed: EmbedWorker::ready(embedder)?,
+            tokenizer: Arc::new(tokenizer),
+            template: None,
+            info,
+            facts,
+            thread: Mutex::new(None),
+        })
+    }
+
     /// Stops the scheduler once its running requests end and waits for its thread, so the
     /// engine (weights, cache) is freed when this returns. Blocks: call off the async runtime.
     pub fn stop(&self) {
-        self.handle.shutdown();
+        if let Some(h) = &self.handle {
+            h.shutdown();
+        }
+        self.embed.stop();
         let t = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = t {
             let _ = t.join();

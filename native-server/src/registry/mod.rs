@@ -14,6 +14,7 @@
 //! - Names that share a file share one loaded model.
 
 mod catalog;
+mod embed_worker;
 mod facts;
 mod keep_alive;
 mod loaded;
@@ -29,6 +30,7 @@ use tokio::sync::Notify;
 use weft_core::chat::ChatTemplate;
 
 pub use catalog::{Catalog, Entry, Origin, Overrides, Resolved, Target, STORE_FILE};
+pub use embed_worker::{EmbedWorker, WorkerError};
 pub use facts::Facts;
 pub use keep_alive::KeepAlive;
 pub use loaded::{BackendFactory, LoadConfig, Loaded};
@@ -359,7 +361,9 @@ impl Registry {
         std::thread::spawn(move || {
             loaded.stop();
             let mut g = reg.lock();
-            g.retired.retire(loaded.handle.stats());
+            if let Some(h) = &loaded.handle {
+                g.retired.retire(h.stats());
+            }
             drop(loaded);
             if let Some(s) = g.slots.remove(&key) {
                 if let Some(p) = s.remove_after {
@@ -539,7 +543,9 @@ impl Registry {
         let mut t = g.retired.clone();
         for s in g.slots.values() {
             if let State::Ready(l) = &s.state {
-                t.add(l.handle.stats());
+                if let Some(h) = &l.handle {
+                    t.add(h.stats());
+                }
             }
         }
         t
@@ -551,7 +557,9 @@ impl Registry {
         let g = self.lock();
         for s in g.slots.values() {
             if let State::Ready(l) = &s.state {
-                l.handle.shutdown();
+                if let Some(h) = &l.handle {
+                    h.shutdown();
+                }
             }
         }
     }

@@ -69,12 +69,18 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
                 index,
             }),
         };
-        model.handle.submit(r).map_err(|e| match e {
+        let handle = model.handle.as_ref().ok_or_else(not_generative)?;
+        handle.submit(r).map_err(|e| match e {
             SubmitError::QueueFull(_) => ApiError::busy(e.to_string()),
             SubmitError::ShuttingDown => ApiError::unavailable(e.to_string()),
         })?;
     }
     Ok(rx)
+}
+
+/// A chat or completion request to an embedding model: 400.
+pub fn not_generative() -> ApiError {
+    ApiError::invalid("the model does not generate text: it is an embedding model (use /v1/embeddings or /api/embed)")
 }
 
 /// Renders a conversation (and the tools it may call) with the model's chat template and
@@ -87,6 +93,9 @@ pub fn chat_prompt(
     tools: Option<&[serde_json::Value]>,
     opening: &str,
 ) -> Result<Vec<u32>, ApiError> {
+    if model.handle.is_none() {
+        return Err(not_generative());
+    }
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty"));
     }

@@ -5,6 +5,7 @@
 
 mod admin_models;
 mod body;
+mod embeddings;
 mod error;
 mod generate;
 mod ollama;
@@ -37,6 +38,7 @@ pub use state::{AppState, ServeConfig, Shared};
 /// Every route, with the body limit and the backend header.
 pub fn router(state: Shared) -> Router {
     Router::new()
+        .merge(embeddings::routes())
         .merge(openai::routes())
         .merge(ollama::routes())
         .merge(ui::routes())

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -31,13 +31,6 @@ pub fn routes() -> Router<Shared> {
         .route("/api/chat/ollama", post(chat_route))
         .route("/api/version", get(version))
         .merge(super::ollama_models::routes())
-        .route("/api/embed", any(no_embeddings))
-        .route("/api/embeddings", any(no_embeddings))
-}
-
-/// Ollama's embedding routes: this server serves a generative model, not an encoder.
-async fn no_embeddings() -> Response {
-    ApiError::not_implemented("embeddings are not implemented by this server").plain()
 }
 
 /// RFC 3339 UTC time of now.

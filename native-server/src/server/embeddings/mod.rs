@@ -1,0 +1,154 @@
+//! The embedding routes: OpenAI `POST /v1/embeddings`, Ollama `POST /api/embed` and the legacy
+//! `POST /api/embeddings`. Every served model embeds: an embedding model (BERT family) as its
+//! config says, a chat model with the last token's hidden state (as Ollama). Requests run on
+//! the model's embedding worker (`registry::EmbedWorker`), beside its chat scheduler.
+
+mod input;
+mod types;
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use base64::Engine as _;
+use weft_core::embed::{EmbedError, EmbedInput, EmbedOptions, Embeddings};
+
+use super::body::parse;
+use super::error::{ApiError, OpenAiError, PlainError};
+use super::state::Shared;
+use crate::registry::WorkerError;
+use types::*;
+
+/// The three routes.
+pub fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/v1/embeddings", post(openai))
+        .route("/api/embed", post(ollama_embed))
+        .route("/api/embeddings", post(ollama_legacy))
+}
+
+/// Leases the model and embeds; returns the vectors, the model's name and the nanoseconds the
+/// lease took (loading, when the model was not resident).
+async fn run(
+    st: &Shared,
+    model: Option<&str>,
+    keep_alive: Option<&serde_json::Value>,
+    inputs: Vec<EmbedInput>,
+    opts: EmbedOptions,
+) -> Result<(Embeddings, String, u64), ApiError> {
+    let t = Instant::now();
+    let lease = st.lease_named(model, keep_alive).await?;
+    let load_ns = t.elapsed().as_nanos() as u64;
+    let out = lease.embed.embed(inputs, opts).await.map_err(|e| match e {
+        WorkerError::Input(e @ EmbedError::TooLong { .. }) => {
+            ApiError::invalid_code("context_length_exceeded", e.to_string())
+        }
+        WorkerError::Input(e) => ApiError::invalid(e.to_string()),
+        WorkerError::Model(m) => ApiError::internal(m),
+    })?;
+    Ok((out, lease.name.clone(), load_ns))
+}
+
+async fn openai(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    let r: Result<Response, ApiError> = async {
+        let req: OpenAiRequest = parse(body)?;
+        let base64 = match req.encoding_format.as_deref() {
+            None | Some("float") => false,
+            Some("base64") => true,
+            Some(other) => {
+                return Err(ApiError::invalid(format!(
+                    "encoding_format must be \"float\" or \"base64\", got {other:?}"
+                )))
+            }
+        };
+        let inputs = input::openai(req.input.as_ref())?;
+        let opts = EmbedOptions {
+            normalize: None,
+            dimensions: input::dimensions(req.dimensions)?,
+            // OpenAI refuses inputs longer than the model takes.
+            truncate: false,
+        };
+        let (out, name, _) = run(&st, req.model.as_deref(), None, inputs, opts).await?;
+        let data = out
+            .vectors
+            .into_iter()
+            .enumerate()
+            .map(|(index, v)| OpenAiItem {
+                object: "embedding",
+                index,
+                embedding: if base64 {
+                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
+                } else {
+                    Vector::Float(v)
+                },
+            })
+            .collect();
+        Ok(Json(OpenAiResponse {
+            object: "list",
+            data,
+            model: name,
+            usage: OpenAiUsage {
+                prompt_tokens: out.prompt_tokens,
+                total_tokens: out.prompt_tokens,
+            },
+        })
+        .into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| OpenAiError(e).into_response())
+}
+
+async fn ollama_embed(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    let t = Instant::now();
+    let r: Result<Response, ApiError> = async {
+        let req: EmbedRequest = parse(body)?;
+        let inputs = input::ollama(req.input.as_ref())?;
+        let opts = EmbedOptions {
+            // Ollama's /api/embed returns unit vectors.
+            normalize: Some(true),
+            dimensions: input::dimensions(req.dimensions)?,
+            truncate: req.truncate.unwrap_or(true),
+        };
+        let model = req.model.as_deref();
+        let (out, name, load_ns) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+        Ok(Json(EmbedResponse {
+            model: name,
+            embeddings: out.vectors,
+            total_duration: t.elapsed().as_nanos() as u64,
+            load_duration: load_ns,
+            prompt_eval_count: out.prompt_tokens,
+        })
+        .into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| PlainError(e).into_response())
+}
+
+async fn ollama_legacy(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    let r: Result<Response, ApiError> = async {
+        let req: LegacyRequest = parse(body)?;
+        let prompt = req
+            .prompt
+            .ok_or_else(|| ApiError::invalid("prompt is required"))?;
+        let opts = EmbedOptions {
+            // As Ollama's legacy route: the pooled vector, not normalised.
+            normalize: Some(false),
+            dimensions: None,
+            truncate: true,
+        };
+        let inputs = vec![EmbedInput::Text(prompt)];
+        let model = req.model.as_deref();
+        let (mut out, _, _) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+        Ok(Json(LegacyResponse {
+            embedding: out.vectors.pop().unwrap_or_default(),
+        })
+        .into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| PlainError(e).into_response())
+}
