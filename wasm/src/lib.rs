@@ -7,6 +7,7 @@
 //! The model bytes are streamed in with [`WeftEngine::begin_load`] / [`WeftEngine::push_chunk`]
 //! / [`WeftEngine::finish_load`] so the host never holds a second full copy of the file.
 
+mod embed;
 mod generate;
 mod js;
 mod options;
@@ -42,6 +43,9 @@ struct Loaded {
     architecture: String,
     file_size: usize,
     n_ctx: usize,
+    /// The model file (an embedder for this model is made from it on first `embed`).
+    file: Arc<ModelFile>,
+    embedder: Option<weft_core::embed::Embedder>,
 }
 
 /// The engine as exported to JavaScript.
@@ -59,6 +63,8 @@ pub struct WeftEngine {
     ctx: usize,
     incoming: Option<Vec<u8>>,
     loaded: Option<Loaded>,
+    /// A loaded embedding model (instead of a chat model).
+    encoder: Option<embed::Encoder>,
 }
 
 /// Whether `navigator.gpu` exists in this global scope.
@@ -131,6 +137,7 @@ impl WeftEngine {
             ctx: o.context_size.unwrap_or(DEFAULT_CTX).max(16),
             incoming: None,
             loaded: None,
+            encoder: None,
         })
     }
 
@@ -144,6 +151,7 @@ impl WeftEngine {
     /// fit in the 4 GiB wasm memory fails here, clearly).
     pub fn begin_load(&mut self, size: f64) -> Result<(), JsValue> {
         self.loaded = None;
+        self.encoder = None;
         self.incoming = None;
         if !(size.is_finite() && size >= 0.0) {
             return Err(error("model size must be a non-negative number of bytes"));
@@ -191,6 +199,10 @@ impl WeftEngine {
         );
         let tokenizer = Tokenizer::from_gguf(&file.gguf)
             .map_err(|e| error(format!("unsupported model tokenizer: {e}")))?;
+        let encoder = file
+            .gguf
+            .architecture()
+            .is_some_and(|a| weft_core::model::ENCODER_ARCHITECTURES.contains(&a));
         let template = ChatTemplate::from_gguf(&file.gguf)
             .ok()
             .map(|t| t.with_now(js::unix_secs()));
@@ -205,6 +217,10 @@ impl WeftEngine {
             }
             None => Box::new(CpuBackend::new(1)),
         };
+        if encoder {
+            self.load_encoder(file, backend, name, file_size).await?;
+            return self.info();
+        }
         let n_ctx_train = file
             .gguf
             .arch_key("context_length")
@@ -259,6 +275,8 @@ impl WeftEngine {
             architecture,
             file_size,
             n_ctx,
+            file,
+            embedder: None,
         });
         self.info()
     }
@@ -279,18 +297,21 @@ impl WeftEngine {
                 "subgroups": a.subgroups.map(|(lo, hi)| serde_json::json!({"min": lo, "max": hi})),
             })
         });
-        let model = self.loaded.as_ref().map(|l| {
-            let i = l.engine.model_info();
-            serde_json::json!({
-                "name": l.name,
-                "architecture": l.architecture,
-                "fileSize": l.file_size,
-                "vocab": i.n_vocab,
-                "layers": i.n_layer,
-                "embedding": i.n_embd,
-                "contextSize": l.n_ctx,
-                "trainedContext": i.n_ctx_train,
-                "chatTemplate": l.template.is_some(),
+        let model = self.encoder_info().or_else(|| {
+            self.loaded.as_ref().map(|l| {
+                let i = l.engine.model_info();
+                serde_json::json!({
+                    "name": l.name,
+                    "architecture": l.architecture,
+                    "fileSize": l.file_size,
+                    "vocab": i.n_vocab,
+                    "layers": i.n_layer,
+                    "embedding": i.n_embd,
+                    "contextSize": l.n_ctx,
+                    "trainedContext": i.n_ctx_train,
+                    "kind": "chat",
+                    "chatTemplate": l.template.is_some(),
+                })
             })
         });
         js::to_js(&serde_json::json!({
@@ -373,15 +394,22 @@ impl WeftEngine {
 }
 
 impl WeftEngine {
+    fn no_model(&self) -> JsValue {
+        if self.encoder.is_some() {
+            error("this is an embedding model: it does not generate text (use embed())")
+        } else {
+            error("no model loaded: call load() first")
+        }
+    }
+
     fn model(&self) -> Result<&Loaded, JsValue> {
-        self.loaded
-            .as_ref()
-            .ok_or_else(|| error("no model loaded: call load() first"))
+        self.loaded.as_ref().ok_or_else(|| self.no_model())
     }
 
     fn model_mut(&mut self) -> Result<&mut Loaded, JsValue> {
-        self.loaded
-            .as_mut()
-            .ok_or_else(|| error("no model loaded: call load() first"))
+        if self.loaded.is_none() {
+            return Err(self.no_model());
+        }
+        Ok(self.loaded.as_mut().expect("checked"))
     }
 }

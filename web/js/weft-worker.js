@@ -45,6 +45,8 @@ async function handle(msg) {
         aborts.delete(msg.id);
       }
     }
+    case "embed":
+      return await need().embed(msg.texts, msg.options || {});
     case "tokenize":
       return Array.from(need().tokenize(msg.text, !!msg.special));
     case "detokenize":

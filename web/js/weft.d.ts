@@ -86,18 +86,42 @@ export interface Info {
     name: string;
     architecture: string;
     fileSize: number;
-    vocab: number;
-    layers: number;
+    /** "chat" (generates text; can also embed) or "embedding" (an encoder: embed() only). */
+    kind: "chat" | "embedding";
+    /** Hidden size (the length of its embedding vectors). */
     embedding: number;
-    contextSize: number;
-    trainedContext: number;
     chatTemplate: boolean;
+    /** Chat models. */
+    vocab?: number;
+    layers?: number;
+    contextSize?: number;
+    trainedContext?: number;
+    /** Embedding models: the longest input in tokens, and whether vectors are normalised. */
+    maxTokens?: number;
+    normalize?: boolean;
   };
   threads: number;
   simd128: boolean;
   /** After load(): where the bytes came from, and a notice (e.g. quota exceeded). */
   source?: "network" | "cache" | "file" | "memory";
   notice?: string | null;
+}
+
+export interface EmbedOptions {
+  /** L2-normalise (default: as the model's config says). */
+  normalize?: boolean;
+  /** Keep the first N components, then normalise again (Matryoshka). */
+  dimensions?: number;
+  /** Cut inputs longer than the model takes (default true; false rejects them). */
+  truncate?: boolean;
+}
+
+export interface EmbedResult {
+  /** One vector per input text, in order. */
+  embeddings: number[][];
+  dim: number;
+  /** Tokens embedded, special tokens included. */
+  promptTokens: number;
 }
 
 export interface Message {
@@ -118,6 +142,7 @@ export class Weft {
   load(source: string | URL | Blob | ArrayBuffer, options?: LoadOptions): Promise<Info>;
   chat(messages: Message[], options?: GenerateOptions): Generation;
   complete(prompt: string, options?: GenerateOptions): Generation;
+  embed(texts: string | string[], options?: EmbedOptions): Promise<EmbedResult>;
   tokenize(text: string, options?: { special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   refreshInfo(): Promise<Info>;

@@ -6,6 +6,7 @@
 //   await weft.load("/models/m/file", { onProgress: (p) => console.log(p) });
 //   for await (const delta of weft.chat([{ role: "user", content: "Hi" }], { maxTokens: 64 }))
 //     out.textContent += delta;
+//   const { embeddings } = await weft.embed(["a text", "another"]);   // vectors, one per text
 //
 // Streams end with a result (`stream.result`: text, tokens, finishReason, usage, timings).
 
@@ -106,6 +107,18 @@ export class Weft {
   /** Continue a raw prompt (no chat template); same streaming as chat. */
   complete(prompt, options = {}) {
     return this._stream({ op: "complete", prompt, options: strip(options) }, options.signal);
+  }
+
+  /**
+   * Embedding vectors of `texts` (a string or an array of strings), one per text. options:
+   * {normalize (default: as the model says), dimensions (keep the first N, then normalise),
+   * truncate (default true; false rejects inputs longer than the model takes)}. Works with an
+   * embedding model (BERT-family GGUF) or a chat model. Resolves to {embeddings: number[][],
+   * dim, promptTokens}.
+   */
+  embed(texts, options = {}) {
+    const list = typeof texts === "string" ? [texts] : Array.from(texts);
+    return this._call({ op: "embed", texts: list, options });
   }
 
   /** Token ids of text. */
