@@ -91,7 +91,7 @@ pub fn open(path: &Path, metadata: Vec<(String, Value)>) -> Result<ModelFile, Hf
         })?;
         let (start, end) = info.data_offsets;
         let offset = data_start + start as u64;
-        if offset % ty.type_size() as u64 != 0 {
+        if !offset.is_multiple_of(ty.type_size() as u64) {
             return Err(bad(format!(
                 "tensor {hf_name} is not aligned to its element size"
             )));

@@ -231,15 +231,15 @@ mod x86 {
             ];
             for (i, a) in acc.iter_mut().enumerate() {
                 let b = _mm256_set1_ps(*x.add(i * k + kk));
-                for q in 0..4 {
-                    a[q] = _mm256_fmadd_ps(b, w[q], a[q]);
+                for (aq, &wq) in a.iter_mut().zip(&w) {
+                    *aq = _mm256_fmadd_ps(b, wq, *aq);
                 }
             }
         }
         for (i, a) in acc.iter().enumerate() {
             let mut row = [0f32; NR];
-            for q in 0..4 {
-                _mm256_storeu_ps(row.as_mut_ptr().add(8 * q), a[q]);
+            for (q, &aq) in a.iter().enumerate() {
+                _mm256_storeu_ps(row.as_mut_ptr().add(8 * q), aq);
             }
             std::ptr::copy_nonoverlapping(row.as_ptr(), out.add(i * ldo), nr);
         }
