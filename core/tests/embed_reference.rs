@@ -303,3 +303,34 @@ fn a_decoder_chat_model_embeds_with_last_token_pooling() {
     }
     assert!(cosine(&all.vectors[0], &all.vectors[1]) < 0.9999);
 }
+
+/// Packed against padded steps on the reference sentences (mixed lengths, 2 to 256 tokens),
+/// 2 threads: prints embeddings/s of each (docs/benchmarks.md). Run in release for figures:
+/// `cargo test --release -p weft-core --test embed_reference -- --ignored --nocapture layouts`.
+#[test]
+#[ignore = "a measurement"]
+fn layouts_speed() {
+    let Some(dir) = minilm_dir() else { return };
+    let r = embedding_reference();
+    let sents = sentences(&r);
+    let inp: Vec<EmbedInput> = (0..64)
+        .map(|i| inputs(&sents)[i % sents.len()].clone())
+        .collect();
+    let mut e = folder_embedder(&dir);
+    for layout in [
+        Layout::Packed,
+        Layout::Padded,
+        Layout::Packed,
+        Layout::Padded,
+    ] {
+        e.set_layout(layout, Some(4096));
+        let t = std::time::Instant::now();
+        e.embed(&inp, &EmbedOptions::default()).unwrap();
+        let s = t.elapsed().as_secs_f64();
+        eprintln!(
+            "{layout:?}: {} inputs in {s:.2} s, {:.1} embeddings/s",
+            inp.len(),
+            inp.len() as f64 / s
+        );
+    }
+}
