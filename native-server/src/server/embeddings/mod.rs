@@ -8,27 +8,29 @@ mod types;
 
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use base64::Engine as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use weft_core::embed::{EmbedError, EmbedInput, EmbedOptions, Embeddings};
 
-use super::body::parse;
-use super::error::{ApiError, OpenAiError, PlainError};
+use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErrorBody};
+use super::extract::{ApiJson, OpenAiJson};
 use super::state::Shared;
 use crate::registry::WorkerError;
 use types::*;
 
-/// The three routes.
-pub fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/v1/embeddings", post(openai))
-        .route("/api/embed", post(ollama_embed))
-        .route("/api/embeddings", post(ollama_legacy))
+/// `/v1/embeddings`, relative to `/v1`.
+pub fn openai_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new().routes(routes!(openai))
+}
+
+/// `/api/embed` and `/api/embeddings`, relative to `/api`.
+pub fn ollama_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(ollama_embed))
+        .routes(routes!(ollama_legacy))
 }
 
 /// Leases the model and embeds; returns the vectors, the model's name and the nanoseconds the
@@ -53,102 +55,103 @@ async fn run(
     Ok((out, lease.name.clone(), load_ns))
 }
 
-async fn openai(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r: Result<Response, ApiError> = async {
-        let req: OpenAiRequest = parse(body)?;
-        let base64 = match req.encoding_format.as_deref() {
-            None | Some("float") => false,
-            Some("base64") => true,
-            Some(other) => {
-                return Err(ApiError::invalid(format!(
-                    "encoding_format must be \"float\" or \"base64\", got {other:?}"
-                )))
-            }
-        };
-        let inputs = input::openai(req.input.as_ref())?;
-        let opts = EmbedOptions {
-            normalize: None,
-            dimensions: input::dimensions(req.dimensions)?,
-            // OpenAI refuses inputs longer than the model takes.
-            truncate: false,
-        };
-        let (out, name, _) = run(&st, req.model.as_deref(), None, inputs, opts).await?;
-        let data = out
-            .vectors
-            .into_iter()
-            .enumerate()
-            .map(|(index, v)| OpenAiItem {
-                object: "embedding",
-                index,
-                embedding: if base64 {
-                    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
-                } else {
-                    Vector::Float(v)
-                },
-            })
-            .collect();
-        Ok(Json(OpenAiResponse {
-            object: "list",
-            data,
-            model: name,
-            usage: OpenAiUsage {
-                prompt_tokens: out.prompt_tokens,
-                total_tokens: out.prompt_tokens,
+#[utoipa::path(post, path = "/embeddings", tag = "openai", request_body = OpenAiRequest,
+    responses((status = 200, body = OpenAiResponse), (status = 400, body = OpenAiErrorBody),
+              (status = 404, body = OpenAiErrorBody)))]
+async fn openai(
+    State(st): State<Shared>,
+    OpenAiJson(req): OpenAiJson<OpenAiRequest>,
+) -> Result<Json<OpenAiResponse>, OpenAiError> {
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "encoding_format must be \"float\" or \"base64\", got {other:?}"
+            ))
+            .into())
+        }
+    };
+    let inputs = input::openai(req.input.as_ref())?;
+    let opts = EmbedOptions {
+        normalize: None,
+        dimensions: input::dimensions(req.dimensions)?,
+        // OpenAI refuses inputs longer than the model takes.
+        truncate: false,
+    };
+    let (out, name, _) = run(&st, req.model.as_deref(), None, inputs, opts).await?;
+    let data = out
+        .vectors
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| OpenAiItem {
+            object: "embedding",
+            index,
+            embedding: if base64 {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Vector::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                Vector::Float(v)
             },
         })
-        .into_response())
-    }
-    .await;
-    r.unwrap_or_else(|e| OpenAiError(e).into_response())
+        .collect();
+    Ok(Json(OpenAiResponse {
+        object: "list",
+        data,
+        model: name,
+        usage: OpenAiUsage {
+            prompt_tokens: out.prompt_tokens,
+            total_tokens: out.prompt_tokens,
+        },
+    }))
 }
 
-async fn ollama_embed(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+#[utoipa::path(post, path = "/embed", tag = "ollama", request_body = EmbedRequest,
+    responses((status = 200, body = EmbedResponse), (status = 400, body = PlainErrorBody),
+              (status = 404, body = PlainErrorBody)))]
+async fn ollama_embed(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<EmbedRequest>,
+) -> Result<Json<EmbedResponse>, PlainError> {
     let t = Instant::now();
-    let r: Result<Response, ApiError> = async {
-        let req: EmbedRequest = parse(body)?;
-        let inputs = input::ollama(req.input.as_ref())?;
-        let opts = EmbedOptions {
-            // Ollama's /api/embed returns unit vectors.
-            normalize: Some(true),
-            dimensions: input::dimensions(req.dimensions)?,
-            truncate: req.truncate.unwrap_or(true),
-        };
-        let model = req.model.as_deref();
-        let (out, name, load_ns) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
-        Ok(Json(EmbedResponse {
-            model: name,
-            embeddings: out.vectors,
-            total_duration: t.elapsed().as_nanos() as u64,
-            load_duration: load_ns,
-            prompt_eval_count: out.prompt_tokens,
-        })
-        .into_response())
-    }
-    .await;
-    r.unwrap_or_else(|e| PlainError(e).into_response())
+    let inputs = input::ollama(req.input.as_ref())?;
+    let opts = EmbedOptions {
+        // Ollama's /api/embed returns unit vectors.
+        normalize: Some(true),
+        dimensions: input::dimensions(req.dimensions)?,
+        truncate: req.truncate.unwrap_or(true),
+    };
+    let model = req.model.as_deref();
+    let (out, name, load_ns) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    Ok(Json(EmbedResponse {
+        model: name,
+        embeddings: out.vectors,
+        total_duration: t.elapsed().as_nanos() as u64,
+        load_duration: load_ns,
+        prompt_eval_count: out.prompt_tokens,
+    }))
 }
 
-async fn ollama_legacy(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let r: Result<Response, ApiError> = async {
-        let req: LegacyRequest = parse(body)?;
-        let prompt = req
-            .prompt
-            .ok_or_else(|| ApiError::invalid("prompt is required"))?;
-        let opts = EmbedOptions {
-            // As Ollama's legacy route: the pooled vector, not normalised.
-            normalize: Some(false),
-            dimensions: None,
-            truncate: true,
-        };
-        let inputs = vec![EmbedInput::Text(prompt)];
-        let model = req.model.as_deref();
-        let (mut out, _, _) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
-        Ok(Json(LegacyResponse {
-            embedding: out.vectors.pop().unwrap_or_default(),
-        })
-        .into_response())
-    }
-    .await;
-    r.unwrap_or_else(|e| PlainError(e).into_response())
+#[utoipa::path(post, path = "/embeddings", tag = "ollama", request_body = LegacyRequest,
+    responses((status = 200, body = LegacyResponse), (status = 400, body = PlainErrorBody),
+              (status = 404, body = PlainErrorBody)))]
+async fn ollama_legacy(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<LegacyRequest>,
+) -> Result<Json<LegacyResponse>, PlainError> {
+    let prompt = req
+        .prompt
+        .ok_or_else(|| ApiError::invalid("prompt is required"))?;
+    let opts = EmbedOptions {
+        // As Ollama's legacy route: the pooled vector, not normalised.
+        normalize: Some(false),
+        dimensions: None,
+        truncate: true,
+    };
+    let inputs = vec![EmbedInput::Text(prompt)];
+    let model = req.model.as_deref();
+    let (mut out, _, _) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    Ok(Json(LegacyResponse {
+        embedding: out.vectors.pop().unwrap_or_default(),
+    }))
 }
