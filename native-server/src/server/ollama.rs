@@ -347,7 +347,7 @@ async fn generate_route(State(st): State<Shared>, body: Result<Bytes, BytesRejec
         .await?;
     let text = b.prompt.unwrap_or_default();
     let prompt = if b.raw || m.template().is_none() {
-        generate::text_prompt(&m, &text, "")
+        generate::text_prompt(&m, &text)
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {
