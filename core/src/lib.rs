@@ -5,10 +5,12 @@ pub mod chat;
 pub mod dtype;
 pub mod embed;
 pub mod engine;
+pub mod generation;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod hf;
 pub mod kv_cache;
+pub mod loaded;
 pub mod model;
 pub mod quant;
 pub mod sampler;

@@ -86,7 +86,7 @@ impl WeftEngine {
             } else {
                 Box::new(CpuBackend::new(1))
             };
-            let e = Embedder::from_gguf(l.file.clone(), backend)
+            let e = Embedder::from_gguf(l.model.file.clone(), backend)
                 .map_err(|e| error(format!("cannot embed with this model: {e}")))?;
             l.embedder = Some(e);
         }

@@ -20,6 +20,31 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2"];
 /// Encoder architectures: embedding models, loaded with [`load_encoder`].
 pub const ENCODER_ARCHITECTURES: &[&str] = &["bert"];
 
+/// What a family's models are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Decoders: they continue text (completion, and chat with a template).
+    Generate,
+    /// Encoders: they turn text into an embedding vector.
+    Embed,
+}
+
+/// The role of each architecture in [`SUPPORTED_ARCHITECTURES`] and [`ENCODER_ARCHITECTURES`].
+pub const FAMILY_ROLES: &[(&str, Role)] = &[
+    ("bert", Role::Embed),
+    ("gemma3", Role::Generate),
+    ("llama", Role::Generate),
+    ("qwen2", Role::Generate),
+];
+
+/// The role of an architecture's models; None for architectures this crate cannot run.
+pub fn role(architecture: &str) -> Option<Role> {
+    FAMILY_ROLES
+        .iter()
+        .find(|(a, _)| *a == architecture)
+        .map(|&(_, r)| r)
+}
+
 /// Why a model could not be built.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ModelError {
@@ -92,5 +117,23 @@ pub fn load_encoder(
     match arch.as_str() {
         "bert" => bert::Bert::load(&mut loader),
         _ => Err(ModelError::NotAnEncoder(arch)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Role;
+
+    #[test]
+    fn every_supported_architecture_has_a_role() {
+        let mut with_role: Vec<&str> = super::FAMILY_ROLES.iter().map(|(a, _)| *a).collect();
+        with_role.sort_unstable();
+        let mut supported = super::SUPPORTED_ARCHITECTURES.to_vec();
+        supported.extend_from_slice(super::ENCODER_ARCHITECTURES);
+        supported.sort_unstable();
+        assert_eq!(with_role, supported);
+        for a in super::ENCODER_ARCHITECTURES {
+            assert_eq!(super::role(a), Some(Role::Embed));
+        }
     }
 }

@@ -7,9 +7,10 @@ use std::thread::JoinHandle;
 use weft_core::backend::{Backend, KvDtype};
 use weft_core::chat::ChatTemplate;
 use weft_core::embed::Embedder;
-use weft_core::engine::{Engine, EngineConfig};
+use weft_core::engine::EngineConfig;
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
+use weft_core::loaded::{Capabilities, LoadedModel};
 use weft_core::model::ModelInfo;
 use weft_core::scheduler::{Handle, Scheduler, SchedulerConfig};
 use weft_core::tokenizer::Tokenizer;
@@ -42,22 +43,18 @@ pub struct Loaded {
     pub embed: EmbedWorker,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Option<ChatTemplate>,
+    pub capabilities: Capabilities,
     pub info: ModelInfo,
     pub facts: Arc<Facts>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Loaded {
-    /// Opens the file, builds engine, tokenizer and template, and starts the scheduler thread.
+    /// Opens the file as a [`LoadedModel`] and starts the scheduler thread on its engine.
     pub fn load(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
-        use anyhow::Context;
         if facts.embedding_only {
             return Self::load_encoder(facts, cfg);
         }
-        let path = &facts.path;
-        let file = Arc::new(ModelFile::open(path).with_context(|| path.display().to_string())?);
-        let tokenizer = Arc::new(Tokenizer::from_gguf(&file.gguf)?);
-        let template = ChatTemplate::from_gguf(&file.gguf).ok();
         let backend = (cfg.backend)()?;
         let engine_cfg = EngineConfig {
             kv: KvCacheConfig {
@@ -67,7 +64,14 @@ impl Loaded {
             },
             max_batch: cfg.batch,
         };
-        let engine = Engine::load(file.clone(), backend, engine_cfg, &mut |_, _| {})?;
+        let LoadedModel {
+            file,
+            engine,
+            tokenizer,
+            template,
+            capabilities,
+            ..
+        } = LoadedModel::open(&facts.path, backend, engine_cfg, &mut |_, _| {})?;
         let info = engine.model_info().clone();
         let (sched, handle) = Scheduler::new(
             engine,
@@ -89,7 +93,8 @@ impl Loaded {
             handle: Some(handle),
             embed,
             tokenizer,
-            template,
+            template: template.ok(),
+            capabilities,
             info,
             facts,
             thread: Mutex::new(Some(thread)),
@@ -119,11 +124,16 @@ impl Loaded {
             )
         };
         let info = embedder.model_info().clone();
+        let capabilities = Capabilities {
+            embedding: true,
+            ..Capabilities::default()
+        };
         Ok(Loaded {
             handle: None,
             embed: EmbedWorker::ready(embedder)?,
             tokenizer: Arc::new(tokenizer),
             template: None,
+            capabilities,
             info,
             facts,
             thread: Mutex::new(None),

@@ -150,8 +150,12 @@ async fn show(
         .clone()
         .or_else(|| f.template.clone())
         .unwrap_or_default();
-    let mut capabilities = vec!["completion"];
-    if template.contains("tools") {
+    let mut capabilities = vec![if f.embedding_only {
+        "embedding"
+    } else {
+        "completion"
+    }];
+    if !f.embedding_only && template.contains("tools") {
         capabilities.push("tools");
     }
     let arch = &f.architecture;
