@@ -8,6 +8,7 @@ pub mod gguf;
 pub mod kv_cache;
 pub mod model;
 pub mod quant;
+pub mod quantize;
 pub mod sampler;
 pub mod scheduler;
 pub mod tokenizer;
