@@ -7,6 +7,7 @@ mod admin_models;
 mod body;
 mod error;
 mod generate;
+pub mod jobs;
 mod ollama;
 mod ollama_models;
 mod openai;
