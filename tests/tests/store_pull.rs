@@ -437,7 +437,8 @@ fn a_full_disk_fails_the_pull_and_leaves_nothing() {
         "{text}"
     );
     assert!(text.contains("exit=1"), "{text}");
-    let left = text.split("left:").nth(1).unwrap_or("");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let left = stdout.split("left:").nth(1).unwrap_or("");
     assert!(
         !left.contains(".gguf") && !left.contains("pull-"),
         "files left: {text}"
