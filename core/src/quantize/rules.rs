@@ -236,7 +236,7 @@ impl Walk<'_> {
         let n_layer = self.shape.n_layer;
         if cat == Category::Output || (self.tied_embeddings && cat == Category::TokenEmbd) {
             let nx = t.dims[0];
-            if self.shape.is_falcon() || nx % ty.block_size() as u64 != 0 {
+            if self.shape.is_falcon() || !nx.is_multiple_of(ty.block_size() as u64) {
                 ty = G::Q8_0;
             } else if ty != G::Q8_0 {
                 ty = G::Q6_K;
@@ -308,7 +308,7 @@ impl Walk<'_> {
 /// A 32-element-block type for a tensor whose rows do not split into `ty`'s blocks, as
 /// llama.cpp's `tensor_type_fallback` picks it; F16 when even 32 does not divide the rows.
 fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
-    if ncols % ty.block_size() as u64 == 0 {
+    if ncols.is_multiple_of(ty.block_size() as u64) {
         return ty;
     }
     let next = match ty {
@@ -317,7 +317,7 @@ fn fallback(ty: GgmlType, ncols: u64) -> GgmlType {
         GgmlType::Q6_K => GgmlType::Q8_0,
         other => other,
     };
-    if ncols % next.block_size() as u64 == 0 {
+    if ncols.is_multiple_of(next.block_size() as u64) {
         next
     } else {
         GgmlType::F16
