@@ -50,22 +50,19 @@ impl Reporter {
             b.set_length(total);
             b.set_position(done);
         } else {
-            let tenth = if total > 0 {
-                (done.saturating_mul(10) / total) as i64
-            } else {
-                -1
-            };
+            let tenth = done
+                .saturating_mul(10)
+                .checked_div(total)
+                .map_or(-1, |t| t as i64);
             if phase != self.phase || tenth > self.last_tenth {
                 let amount = if self.bytes {
                     format!("{} / {}", human(done), human(total))
                 } else {
                     format!("{done} / {total}")
                 };
-                let pct = if total > 0 {
-                    format!("{:>3}% ", done * 100 / total)
-                } else {
-                    String::new()
-                };
+                let pct = (done * 100)
+                    .checked_div(total)
+                    .map_or_else(String::new, |p| format!("{p:>3}% "));
                 eprintln!("weft: {phase}: {pct}{amount}");
                 self.last_tenth = tenth;
             }
