@@ -5,81 +5,112 @@
 //! added to the registry at once. Requests that are wrong on their face (no reference, a bad
 //! name, an unknown type, a path outside the import roots) get a 400 before any job starts;
 //! what can only fail while working (404 at the hub, a sha256 mismatch, a full disk) fails
-//! the job with that message.
+//! the job with that message. Without a models directory these routes answer 503.
 //!
 //! Files: `work.rs` (the jobs' work and the registry hook), `ollama_pull.rs`.
 
 mod ollama_pull;
 mod work;
 
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Json;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::body::parse;
-use super::error::{ApiError, PlainError};
+use super::error::{ApiError, PlainError, PlainErrorBody};
+use super::extract::ApiJson;
+use super::state::Shared;
 use crate::store::{ImportRequest, PullRequest, QuantizeRequest};
 pub use work::ModelJobs;
 
-type Res = Result<Response, PlainError>;
+type Res<T> = Result<T, PlainError>;
 
-/// The job routes, with their own state (merge them into the server's router).
-pub fn routes(jobs: Arc<ModelJobs>) -> Router {
-    Router::new()
-        .route("/api/v1/models/pull", post(pull))
-        .route("/api/v1/models/import", post(import))
-        .route("/api/v1/models/quantize", post(quantize))
-        .route("/api/v1/models/jobs/{job_id}", get(job))
-        .route("/api/v1/jobs", get(list))
-        .route("/api/v1/jobs/{id}/cancel", post(cancel))
-        .route("/api/pull", post(ollama_pull::pull))
-        .with_state(jobs)
+/// Routes relative to `/api/v1`.
+pub fn admin_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(pull))
+        .routes(routes!(import))
+        .routes(routes!(quantize))
+        .routes(routes!(job))
+        .routes(routes!(list))
+        .routes(routes!(cancel))
 }
 
-fn accepted(job: crate::jobs::Job) -> Response {
-    (
-        StatusCode::ACCEPTED,
-        Json(json!({"job": job, "job_id": job.id})),
-    )
-        .into_response()
+/// Ollama's `/pull`, relative to `/api`.
+pub fn ollama_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new().routes(routes!(ollama_pull::pull))
 }
 
-async fn pull(State(j): State<Arc<ModelJobs>>, body: Result<Bytes, BytesRejection>) -> Res {
-    let req: PullRequest = parse(body)?;
-    Ok(accepted(j.submit_pull(req)?))
+/// A job, as the job runner reports it (id, kind, phase, progress, times, status, error).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobAccepted {
+    #[schema(value_type = Object)]
+    pub job: crate::jobs::Job,
+    pub job_id: String,
 }
 
-async fn import(State(j): State<Arc<ModelJobs>>, body: Result<Bytes, BytesRejection>) -> Res {
-    let req: ImportRequest = parse(body)?;
-    Ok(accepted(j.submit_import(req)?))
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    #[schema(value_type = Vec<Object>)]
+    pub jobs: Vec<crate::jobs::Job>,
 }
 
-async fn quantize(State(j): State<Arc<ModelJobs>>, body: Result<Bytes, BytesRejection>) -> Res {
-    let req: QuantizeRequest = parse(body)?;
-    Ok(accepted(j.submit_quantize(req)?))
+fn accepted(job: crate::jobs::Job) -> (StatusCode, Json<JobAccepted>) {
+    let job_id = job.id.clone();
+    (StatusCode::ACCEPTED, Json(JobAccepted { job, job_id }))
+}
+
+type Started = Res<(StatusCode, Json<JobAccepted>)>;
+
+#[utoipa::path(post, path = "/models/pull", tag = "admin",
+    request_body(content = inline(Object), description = "{model: URL or hf.co/OWNER/REPO:FILE, name?, sha256?}"),
+    responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody),
+              (status = 503, body = PlainErrorBody)))]
+async fn pull(State(st): State<Shared>, ApiJson(req): ApiJson<PullRequest>) -> Started {
+    Ok(accepted(st.jobs()?.submit_pull(req)?))
+}
+
+#[utoipa::path(post, path = "/models/import", tag = "admin",
+    request_body(content = inline(Object), description = "{path, name?}"),
+    responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
+async fn import(State(st): State<Shared>, ApiJson(req): ApiJson<ImportRequest>) -> Started {
+    Ok(accepted(st.jobs()?.submit_import(req)?))
+}
+
+#[utoipa::path(post, path = "/models/quantize", tag = "admin",
+    request_body(content = inline(Object), description = "{model, name, type, allow_requantize?}"),
+    responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
+async fn quantize(State(st): State<Shared>, ApiJson(req): ApiJson<QuantizeRequest>) -> Started {
+    Ok(accepted(st.jobs()?.submit_quantize(req)?))
 }
 
 fn missing(id: &str) -> PlainError {
     PlainError(ApiError::not_found(format!("no job {id:?}")))
 }
 
-async fn job(State(j): State<Arc<ModelJobs>>, Path(id): Path<String>) -> Res {
-    let job = j.runner.get(&id).ok_or_else(|| missing(&id))?;
-    Ok(Json(job).into_response())
+#[utoipa::path(get, path = "/models/jobs/{job_id}", tag = "admin",
+    params(("job_id" = String, Path, description = "A job id")),
+    responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
+async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
+    let job = st.jobs()?.runner.get(&id).ok_or_else(|| missing(&id))?;
+    Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }
 
-async fn list(State(j): State<Arc<ModelJobs>>) -> Response {
-    Json(json!({"jobs": j.runner.list()})).into_response()
+#[utoipa::path(get, path = "/jobs", tag = "admin", responses((status = 200, body = JobList)))]
+async fn list(State(st): State<Shared>) -> Res<Json<JobList>> {
+    Ok(Json(JobList {
+        jobs: st.jobs()?.runner.list(),
+    }))
 }
 
-async fn cancel(State(j): State<Arc<ModelJobs>>, Path(id): Path<String>) -> Res {
-    let job = j.runner.cancel(&id).ok_or_else(|| missing(&id))?;
-    Ok(Json(job).into_response())
+#[utoipa::path(post, path = "/jobs/{id}/cancel", tag = "admin",
+    params(("id" = String, Path, description = "A job id")),
+    responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
+async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
+    let job = st.jobs()?.runner.cancel(&id).ok_or_else(|| missing(&id))?;
+    Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }

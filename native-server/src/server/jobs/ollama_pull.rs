@@ -4,26 +4,27 @@
 //! `success`), or answers once at the end with `"stream": false`. The job goes on if the
 //! client goes away.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
-use super::super::body::{ndjson, parse};
-use super::super::error::PlainError;
-use super::{ModelJobs, Res};
+use super::Res;
 use crate::jobs::{Job, JobStatus};
+use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::state::Shared;
+use crate::server::stream::{json_frame, ndjson};
 use crate::store::PullRequest;
 
-#[derive(Deserialize)]
-struct PullBody {
+/// `POST /api/pull`.
+#[derive(Deserialize, ToSchema)]
+pub struct PullBody {
     #[serde(alias = "name")]
     model: String,
     #[serde(default)]
@@ -39,33 +40,61 @@ struct PullBody {
     save_as: Option<String>,
 }
 
+/// One NDJSON line of `/api/pull`, as Ollama writes them.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct PullLine {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl PullLine {
+    fn status(s: &str) -> PullLine {
+        PullLine {
+            status: Some(s.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
 /// The Ollama line for a job's state, or None when nothing new is worth a line.
-fn line(j: &Job) -> Option<Value> {
+fn line(j: &Job) -> Option<PullLine> {
     match j.status {
         JobStatus::Succeeded => None,
-        JobStatus::Failed | JobStatus::Cancelled => {
-            Some(json!({"error": j.error.clone().unwrap_or_else(|| "failed".into())}))
-        }
+        JobStatus::Failed | JobStatus::Cancelled => Some(PullLine {
+            error: Some(j.error.clone().unwrap_or_else(|| "failed".into())),
+            ..Default::default()
+        }),
         _ => match j.phase.as_str() {
             "downloading" => {
                 let digest = j.detail.get("digest").and_then(Value::as_str).unwrap_or("");
                 let short = digest.trim_start_matches("sha256:").get(..12).unwrap_or("");
-                Some(
-                    json!({"status": format!("pulling {short}"), "digest": digest,
-                            "total": j.progress.total, "completed": j.progress.done}),
-                )
+                Some(PullLine {
+                    status: Some(format!("pulling {short}")),
+                    digest: Some(digest.to_string()),
+                    total: Some(j.progress.total),
+                    completed: Some(j.progress.done),
+                    error: None,
+                })
             }
-            "verifying" => Some(json!({"status": "verifying sha256 digest"})),
+            "verifying" => Some(PullLine::status("verifying sha256 digest")),
             _ => None,
         },
     }
 }
 
-pub(super) async fn pull(
-    State(jobs): State<Arc<ModelJobs>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Res {
-    let b: PullBody = parse(body)?;
+#[utoipa::path(post, path = "/pull", tag = "ollama", request_body = PullBody,
+    responses((status = 200, description = "NDJSON progress lines (status, digest, total, completed), or the last one when stream is false"),
+              (status = 400, body = PlainErrorBody), (status = 503, body = PlainErrorBody)))]
+pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>) -> Res<Response> {
+    let jobs = st.jobs()?.clone();
     let job = jobs
         .submit_pull(PullRequest {
             reference: b.model,
@@ -76,8 +105,8 @@ pub(super) async fn pull(
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     let runner = jobs.runner.clone();
     tokio::task::spawn_blocking(move || {
-        let send = |v: Value| tx.blocking_send(v.to_string()).is_ok();
-        if !send(json!({"status": "pulling manifest"})) {
+        let send = |v: PullLine| tx.blocking_send(json_frame(&v)).is_ok();
+        if !send(PullLine::status("pulling manifest")) {
             return;
         }
         let mut seen = job.version;
@@ -89,8 +118,8 @@ pub(super) async fn pull(
             };
             seen = cur.version;
             if cur.status == JobStatus::Succeeded {
-                let _ = send(json!({"status": "writing manifest"}))
-                    && send(json!({"status": "success"}));
+                let _ = send(PullLine::status("writing manifest"))
+                    && send(PullLine::status("success"));
                 return;
             }
             let phase_changed = cur.phase != last_phase;
@@ -119,12 +148,15 @@ pub(super) async fn pull(
     }
     use futures_util::StreamExt;
     let all: Vec<String> = lines.collect().await;
-    let last: Value = all
+    let last: PullLine = all
         .last()
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| json!({"error": "the pull ended without a result"}));
-    if let Some(e) = last.get("error").and_then(Value::as_str) {
-        return Err(PlainError(super::super::error::ApiError::invalid(e)));
+        .unwrap_or_else(|| PullLine {
+            error: Some("the pull ended without a result".into()),
+            ..Default::default()
+        });
+    if let Some(e) = last.error {
+        return Err(PlainError(ApiError::invalid(e)));
     }
     Ok(Json(last).into_response())
 }

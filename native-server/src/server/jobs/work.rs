@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::super::error::ApiError;
+use crate::server::error::ApiError;
 use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
 use crate::registry::{names, Registry};
 use crate::store::{
