@@ -13,6 +13,7 @@ pub mod kv_cache;
 pub mod loaded;
 pub mod model;
 pub mod quant;
+pub mod quantize;
 pub mod sampler;
 pub mod scheduler;
 pub mod tokenizer;

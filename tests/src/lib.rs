@@ -2,6 +2,8 @@
 //! `weft serve` binary on a free loopback port, and a minimal HTTP/1.1 client (so tests need
 //! no HTTP crate and can also drop a connection mid-stream).
 
+pub mod hub;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;

@@ -17,7 +17,7 @@ pub use error::{GgufError, Result};
 pub use file::{ModelBytes, ModelFile};
 pub use parse::parse_header;
 pub use value::Value;
-pub use write::{write_gguf, TensorToWrite};
+pub use write::{gguf_header, write_gguf, TensorHeader, TensorToWrite};
 
 use crate::dtype::GgmlType;
 

@@ -1,4 +1,5 @@
-//! Writing GGUF v3 files: used by tests, fuzz seeds and tools that produce models.
+//! Writing GGUF v3 files: whole files in memory ([`write_gguf`], for tests and fuzz seeds) or
+//! a header to stream tensor data after ([`gguf_header`], for quantize and convert).
 
 use super::value::{tag, Value};
 use crate::dtype::GgmlType;
@@ -60,37 +61,68 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// Serialises a GGUF v3 file. Array elements must all share the first element's type.
-pub fn write_gguf(
-    metadata: &[(&str, Value)],
-    tensors: &[TensorToWrite],
+/// One tensor's entry in a header: name, dims (innermost first), type and data size.
+#[derive(Clone, Debug)]
+pub struct TensorHeader {
+    pub name: String,
+    pub dims: Vec<u64>,
+    pub ty: GgmlType,
+    pub n_bytes: u64,
+}
+
+/// The header of a GGUF v3 file (magic, counts, metadata, tensor infos) padded to
+/// `alignment`, with each tensor's data placed after the previous one's padded end. The data
+/// section follows directly; tensor `i` starts at `header.len() + offsets[i]`.
+pub fn gguf_header<K: AsRef<str>>(
+    metadata: &[(K, Value)],
+    tensors: &[TensorHeader],
     alignment: u64,
-) -> Vec<u8> {
+) -> (Vec<u8>, Vec<u64>) {
     let mut out = Vec::new();
     out.extend_from_slice(b"GGUF");
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
     out.extend_from_slice(&(metadata.len() as u64).to_le_bytes());
     for (k, v) in metadata {
-        put_str(&mut out, k);
+        put_str(&mut out, k.as_ref());
         out.extend_from_slice(&value_tag(v).to_le_bytes());
         put_value(&mut out, v);
     }
     let mut offset = 0u64;
     let mut offsets = Vec::with_capacity(tensors.len());
     for t in tensors {
-        put_str(&mut out, t.name);
+        put_str(&mut out, &t.name);
         out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-        for d in t.dims {
+        for d in &t.dims {
             out.extend_from_slice(&d.to_le_bytes());
         }
         out.extend_from_slice(&(t.ty as u32).to_le_bytes());
         out.extend_from_slice(&offset.to_le_bytes());
         offsets.push(offset);
-        offset = (offset + t.data.len() as u64).div_ceil(alignment) * alignment;
+        offset = (offset + t.n_bytes).div_ceil(alignment) * alignment;
     }
     let data_start = (out.len() as u64).div_ceil(alignment) * alignment;
     out.resize(data_start as usize, 0);
+    (out, offsets)
+}
+
+/// Serialises a GGUF v3 file. Array elements must all share the first element's type.
+pub fn write_gguf(
+    metadata: &[(&str, Value)],
+    tensors: &[TensorToWrite],
+    alignment: u64,
+) -> Vec<u8> {
+    let headers: Vec<TensorHeader> = tensors
+        .iter()
+        .map(|t| TensorHeader {
+            name: t.name.to_string(),
+            dims: t.dims.to_vec(),
+            ty: t.ty,
+            n_bytes: t.data.len() as u64,
+        })
+        .collect();
+    let (mut out, offsets) = gguf_header(metadata, &headers, alignment);
+    let data_start = out.len() as u64;
     for (t, off) in tensors.iter().zip(offsets) {
         out.resize((data_start + off) as usize, 0);
         out.extend_from_slice(t.data);

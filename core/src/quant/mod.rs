@@ -8,10 +8,14 @@
 //! - [`quantize`] handles F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 (byte-identical
 //!   to GGML's reference quantizers), Q4_K, Q6_K and Q8_K (own simple quantizers with a proven
 //!   error bound; Q8_K is the activation type of the K-quant dot products).
+//! - [`quantize_reference`] is what model files are quantized with: GGML's reference
+//!   quantizers for F32, F16, BF16, Q4_0 … Q8_0, Q4_K, Q5_K and Q6_K, byte-identical to
+//!   llama.cpp's `llama-quantize` without an importance matrix.
 //! - [`dot`]: the CPU backend's quantized dot products.
 //!
 //! Files: `float.rs` (F32, F16, BF16), `legacy.rs` (Q4_0 … Q8_1), `kquant.rs` (K layouts and
-//! dequantization), `kquant_quantize.rs`, `iq4.rs` (IQ4_NL, IQ4_XS), `error.rs`.
+//! dequantization), `kquant_quantize.rs` (bounded K quantizers), `kquant_ref.rs` (GGML's
+//! reference K quantizers), `iq4.rs` (IQ4_NL, IQ4_XS), `error.rs`.
 
 pub mod dot;
 mod error;
@@ -19,6 +23,7 @@ mod float;
 mod iq4;
 mod kquant;
 mod kquant_quantize;
+mod kquant_ref;
 mod legacy;
 
 pub use error::QuantError;
@@ -72,6 +77,34 @@ fn quantizer(ty: GgmlType) -> Option<BlockQuant> {
         Q8_K => kquant_quantize::quant_q8_k,
         _ => return None,
     })
+}
+
+/// GGML's reference weight quantizers (what `llama-quantize` writes without an imatrix).
+fn reference_quantizer(ty: GgmlType) -> Option<BlockQuant> {
+    use GgmlType::*;
+    Some(match ty {
+        Q4_K => kquant_ref::quant_q4_k_ref,
+        Q5_K => kquant_ref::quant_q5_k_ref,
+        Q6_K => kquant_ref::quant_q6_k_ref,
+        F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 => return quantizer(ty),
+        _ => return None,
+    })
+}
+
+/// Whether [`quantize_reference`] handles `ty`.
+pub fn can_quantize_reference(ty: GgmlType) -> bool {
+    reference_quantizer(ty).is_some()
+}
+
+/// Encodes `src` as type `ty` into `dst` (exactly `ty.bytes_for(src.len())` bytes) the way
+/// llama.cpp quantizes model weights without an importance matrix, byte for byte: the legacy
+/// formats as [`quantize`] does, Q4_K/Q5_K/Q6_K by GGML's reference search (see
+/// `kquant_ref.rs`). This is what `weft quantize` writes.
+pub fn quantize_reference(ty: GgmlType, src: &[f32], dst: &mut [u8]) -> Result<(), QuantError> {
+    let f = reference_quantizer(ty).ok_or(QuantError::QuantUnsupported(ty))?;
+    check_len(ty, src.len(), dst.len())?;
+    quantize_scalar_checked(ty, f, src, dst);
+    Ok(())
 }
 
 /// Whether [`dequantize`] handles `ty`.

@@ -5,9 +5,12 @@ mod bench;
 mod devices;
 mod embed;
 mod info;
+mod models;
+mod progress;
 mod run;
 mod serve;
 mod tokenize;
+mod transfer;
 
 use std::process::ExitCode;
 
@@ -41,6 +44,23 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(serve::ServeArgs),
+    /// List the models in the store.
+    #[command(alias = "ls")]
+    List(models::ListArgs),
+    /// Download a model into the store (resumed, sha256-verified).
+    Pull(transfer::PullArgs),
+    /// Remove models from the store.
+    Rm(models::RmArgs),
+    /// Copy a model to a new name (the file is shared).
+    Cp(models::CpArgs),
+    /// Show a model's facts or Modelfile.
+    Show(models::ShowArgs),
+    /// List the models a running server has loaded.
+    Ps(models::PsArgs),
+    /// Bring a local .gguf file into the store.
+    Import(transfer::ImportArgs),
+    /// Quantize a GGUF model to another type (as llama-quantize does).
+    Quantize(transfer::QuantizeArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -54,6 +74,14 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::List(a) => models::list(a),
+        Command::Pull(a) => transfer::pull(a),
+        Command::Rm(a) => models::rm(a),
+        Command::Cp(a) => models::cp(a),
+        Command::Show(a) => models::show(a),
+        Command::Ps(a) => models::ps(a),
+        Command::Import(a) => transfer::import(a),
+        Command::Quantize(a) => transfer::quantize(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

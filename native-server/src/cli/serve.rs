@@ -87,6 +87,15 @@ pub struct ServeArgs {
     frequency_penalty: Option<f32>,
     #[arg(long)]
     seed: Option<i64>,
+    /// Base URL hf.co/... pull references resolve against.
+    #[arg(long, env = "WEFT_HF_ENDPOINT", default_value = crate::store::DEFAULT_HF_ENDPOINT)]
+    hf_endpoint: String,
+    /// A folder clients may import models from (repeatable; the models folder always is).
+    #[arg(long = "import-root", value_name = "DIR")]
+    import_roots: Vec<PathBuf>,
+    /// Model jobs (pull, import, quantize) run at once.
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
     /// Who wins when both the operator and a request set a sampling value.
     #[arg(long, value_enum, default_value_t = Precedence::Operator)]
     sampling_precedence: Precedence,
@@ -107,9 +116,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
             "--ctx must be at least 16, and --parallel, --batch, --queue and --max-loaded positive"
         );
     }
-    if a.models.is_empty() && a.models_dir.is_none() {
-        bail!("give at least one --model PATH or a --models-dir DIR");
-    }
+    // The store ($WEFT_HOME/models) unless --models-dir or --model say otherwise.
+    let store_dir = match &a.models_dir {
+        Some(d) => Some(d.clone()),
+        None if a.models.is_empty() => Some(
+            crate::store::Store::open(None)
+                .map_err(|e| anyhow::anyhow!(e.message))?
+                .dir,
+        ),
+        None => None,
+    };
     let mut models = Vec::new();
     for (i, m) in a.models.iter().enumerate() {
         let (name, path) = match m.split_once('=') {
@@ -123,7 +139,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         };
         models.push((name, PathBuf::from(path)));
     }
-    let catalog = Catalog::new(&models, a.models_dir.as_deref())?;
+    let catalog = Catalog::new(&models, store_dir.as_deref())?;
     let keep_alive = KeepAlive::parse(&a.keep_alive).map_err(|e| anyhow::anyhow!(e.to_string()))?;
     let memory_budget = match &a.memory_budget {
         Some(s) => parse_size(s).map_err(anyhow::Error::msg)?,
@@ -165,7 +181,21 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         precedence: a.sampling_precedence,
     };
-    let state = server::state(cfg, registry);
+    let jobs = match &store_dir {
+        Some(d) => {
+            let store = crate::store::Store::open(Some(d))
+                .and_then(|s| s.with_import_roots(&a.import_roots))
+                .map_err(|e| anyhow::anyhow!(e.message))?
+                .with_hf_endpoint(&a.hf_endpoint);
+            Some(server::jobs::ModelJobs::new(
+                store,
+                registry.clone(),
+                a.jobs.max(1),
+            ))
+        }
+        None => None,
+    };
+    let state = server::state(cfg, registry, jobs);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -231,6 +231,20 @@ impl Catalog {
         }
     }
 
+    /// Adds a file that arrived in the models directory (pull, import, quantize) — or reads
+    /// it anew when it replaced one — reachable as `name` (an alias of the file's own name
+    /// when they differ). Returns the name.
+    pub fn add_arrived(&mut self, name: &str, path: &Path) -> Result<String, ApiError> {
+        let stem = names::from_file(path);
+        self.facts.remove(path);
+        self.add_file(stem.clone(), path.to_path_buf(), Origin::Directory);
+        self.default.get_or_insert(stem.clone());
+        if names::normalise(name) == stem {
+            return Ok(stem);
+        }
+        self.alias(name, &stem)
+    }
+
     /// The name requests without one use.
     pub fn default_name(&self) -> Option<&str> {
         self.default.as_deref()

@@ -9,7 +9,8 @@
 //! They all translate to one internal request ([`generate::GenRequest`]) and read one event
 //! stream; inference (batching, sampling, stop strings, prefix reuse) lives in
 //! `weft_core::scheduler`. Shared pieces: `common/` (options, sampling, structured output,
-//! tools), `extract.rs` (JSON bodies rejected in the API's error shape), `error.rs` (one error
+//! tools), `jobs/` (model pull / import / quantize jobs, routed under `/api/v1` and Ollama's
+//! `/api/pull`), `extract.rs` (JSON bodies rejected in the API's error shape), `error.rs` (one error
 //! type, rendered per surface), `stream.rs` (SSE / NDJSON), `logging.rs` (request ids and
 //! structured logs), `openapi.rs` (the generated document).
 
@@ -20,6 +21,7 @@ mod embeddings;
 mod error;
 mod extract;
 mod generate;
+pub mod jobs;
 pub mod logging;
 mod ollama;
 mod openai;
@@ -85,7 +87,12 @@ async fn backend_header(State(st): State<Shared>, req: Request, next: Next) -> R
     r
 }
 
-/// Shared state for a configuration.
-pub fn state(cfg: ServeConfig, registry: Arc<crate::registry::Registry>) -> Shared {
-    Arc::new(AppState::new(cfg, registry))
+/// Shared state for a configuration. `jobs`: the model jobs, when the server has a models
+/// directory to write into.
+pub fn state(
+    cfg: ServeConfig,
+    registry: Arc<crate::registry::Registry>,
+    jobs: Option<Arc<jobs::ModelJobs>>,
+) -> Shared {
+    Arc::new(AppState::new(cfg, registry, jobs))
 }

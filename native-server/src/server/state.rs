@@ -35,16 +35,23 @@ pub struct AppState {
     pub started: Instant,
     /// Chat-UI sessions: id → tracked conversation.
     pub sessions: Mutex<HashMap<String, Vec<Message>>>,
+    /// Model jobs (pull, import, quantize), when there is a models directory to write into.
+    pub jobs: Option<Arc<super::jobs::ModelJobs>>,
 }
 
 /// The handle handlers get.
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    pub fn new(cfg: ServeConfig, registry: Arc<Registry>) -> Self {
+    pub fn new(
+        cfg: ServeConfig,
+        registry: Arc<Registry>,
+        jobs: Option<Arc<super::jobs::ModelJobs>>,
+    ) -> Self {
         AppState {
             cfg,
             registry,
+            jobs,
             preload: OnceLock::new(),
             started: Instant::now(),
             sessions: Mutex::new(HashMap::new()),
@@ -75,6 +82,15 @@ impl AppState {
             Some(m) if !m.trim().is_empty() => self.lease(Some(m), keep_alive).await,
             _ => Err(ApiError::invalid("model is required")),
         }
+    }
+
+    /// The model jobs, or a 503 saying why there are none.
+    pub fn jobs(&self) -> Result<&Arc<super::jobs::ModelJobs>, ApiError> {
+        self.jobs.as_ref().ok_or_else(|| {
+            ApiError::unavailable(
+                "model jobs need a models directory: start the server with --models-dir (or without --model, to use $WEFT_HOME/models)",
+            )
+        })
     }
 
     /// Seconds since the Unix epoch.

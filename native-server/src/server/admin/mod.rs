@@ -1,4 +1,5 @@
-//! The admin plane, under `/api/v1` (the reference peer's routes). Models for now; keys, users,
+//! The admin plane, under `/api/v1` (the reference peer's routes). Models and model jobs
+//! (`server/jobs/`) for now; keys, users,
 //! tenants, settings and the rest come as further folders of handlers here.
 
 mod models;
@@ -10,7 +11,7 @@ use super::state::Shared;
 
 /// Routes relative to `/api/v1`.
 pub fn routes() -> OpenApiRouter<Shared> {
-    models::routes()
+    models::routes().merge(super::jobs::admin_routes())
 }
 
 /// The chat UI's `POST /api/models/load` (relative to `/api`), which loads like the admin route.

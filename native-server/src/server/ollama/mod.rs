@@ -33,6 +33,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(version))
         .merge(models::routes())
         .merge(super::embeddings::ollama_routes())
+        .merge(super::jobs::ollama_routes())
 }
 
 #[utoipa::path(get, path = "/version", tag = "ollama", responses((status = 200, body = Version)))]

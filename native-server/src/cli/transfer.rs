@@ -1,0 +1,144 @@
+//! The store commands that move or make model bytes: `weft pull`, `weft import` and
+//! `weft quantize`, with a progress bar on a terminal (plain lines otherwise).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Result};
+use clap::Args;
+
+use super::models::StoreArgs;
+use super::progress::Reporter;
+use crate::store::{self, ImportRequest, PullRequest, QuantizeRequest, DEFAULT_HF_ENDPOINT};
+
+#[derive(Args, Debug)]
+pub struct PullArgs {
+    /// An http(s) URL of a .gguf file, or hf.co/OWNER/REPO:FILE_OR_QUANT.
+    reference: String,
+    /// The expected sha256 of the file (default: the one the server publishes, if any).
+    #[arg(long)]
+    sha256: Option<String>,
+    /// The name to store it under (default: the file name without .gguf).
+    #[arg(long)]
+    name: Option<String>,
+    /// Base URL hf.co/... references resolve against.
+    #[arg(long, env = "WEFT_HF_ENDPOINT", default_value = DEFAULT_HF_ENDPOINT)]
+    hf_endpoint: String,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A .gguf file to bring into the store (hard-linked when on the same file system).
+    path: PathBuf,
+    /// The name to store it under (default: the file name without .gguf).
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct QuantizeArgs {
+    /// The source: a model name in the store or a .gguf path.
+    input: String,
+    /// The result: a model name in the store or a .gguf path.
+    output: String,
+    /// F32, F16, BF16, Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q5_1, Q5_0, Q4_K_M, Q4_K_S, Q4_1, Q4_0
+    /// (case-insensitive; Q4_K and Q5_K mean the _M mixes, as in llama-quantize).
+    r#type: String,
+    /// Convert tensors that are already quantized (loses accuracy twice).
+    #[arg(long)]
+    allow_requantize: bool,
+    /// Give every quantizable tensor the named type, without the mixes' upgrades.
+    #[arg(long)]
+    pure: bool,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub fn pull(a: PullArgs) -> Result<()> {
+    let store = a.store.open()?.with_hf_endpoint(&a.hf_endpoint);
+    let req = PullRequest {
+        reference: a.reference.clone(),
+        name: a.name.clone(),
+        sha256: a.sha256.clone(),
+    };
+    let mut rep = Reporter::new(true);
+    let r = store::pull(&store, &req, &mut |p| {
+        rep.update(p.phase, p.done, p.total);
+        true
+    });
+    rep.finish();
+    let got = r.map_err(|e| anyhow!(e.message))?;
+    let check = if got.verified {
+        "verified"
+    } else {
+        "not verified: no sha256 known"
+    };
+    println!(
+        "pulled '{}' ({}, sha256 {} {check})",
+        got.name,
+        indicatif::HumanBytes(got.bytes),
+        got.sha256
+    );
+    Ok(())
+}
+
+pub fn import(a: ImportArgs) -> Result<()> {
+    let store = a.store.open()?;
+    let req = ImportRequest {
+        path: a.path.clone(),
+        name: a.name.clone(),
+    };
+    let mut rep = Reporter::new(true);
+    let r = store::import(&store, &req, None, &mut |phase, d, t| {
+        rep.update(phase, d, t);
+        true
+    });
+    rep.finish();
+    let got = r.map_err(|e| anyhow!(e.message))?;
+    println!(
+        "imported '{}' ({}, {})",
+        got.name,
+        got.path.display(),
+        got.how
+    );
+    Ok(())
+}
+
+pub fn quantize(a: QuantizeArgs) -> Result<()> {
+    let store = a.store.open()?;
+    let req = QuantizeRequest {
+        source: a.input.clone(),
+        target: Some(a.output.clone()),
+        r#type: a.r#type.clone(),
+        allow_requantize: a.allow_requantize,
+        pure: a.pure,
+        threads: a.threads,
+    };
+    let mut rep = Reporter::new(true);
+    let r = store::quantize_in_store(&store, &req, true, &mut |p| {
+        rep.update("quantizing", p.bytes_done, p.bytes_total);
+        true
+    });
+    rep.finish();
+    let got = r.map_err(|e| anyhow!(e.message))?;
+    let mb = got.bytes_in as f64 / 1e6;
+    println!(
+        "quantized to {} {} ({} -> {}, {:.2} s, {:.0} MB/s)",
+        got.r#type,
+        got.name.as_deref().map_or_else(
+            || got.path.display().to_string(),
+            |n| format!("'{n}' ({})", got.path.display())
+        ),
+        indicatif::HumanBytes(got.bytes_in),
+        indicatif::HumanBytes(got.bytes_out),
+        got.seconds,
+        mb / got.seconds.max(1e-9)
+    );
+    Ok(())
+}
