@@ -8,6 +8,9 @@
 //!   workspace writes ([`Limits`]). Compiled code is cached as `.cwasm`.
 //! - [`Workspace`] holds the host-side file operations behind the model's file tools; every
 //!   path stays inside the workspace.
+//! - [`tools`] defines and executes the built-in tools (`run_python`, `run_javascript`,
+//!   `read_file`, `write_file`, `edit_file`, `list_files`, `apply_patch`, `skills_list`,
+//!   `skills_read`); [`skills`] discovers and installs agent skills.
 //!
 //! Untrusted code never runs as a host process.
 
@@ -19,7 +22,9 @@ mod output;
 mod quota;
 mod run;
 pub mod runtimes;
+pub mod skills;
 pub mod test_support;
+pub mod tools;
 pub mod workspace;
 
 pub use cache::{Origin, WASMTIME_VERSION};
@@ -28,4 +33,5 @@ pub use error::{Error, Result};
 pub use limits::Limits;
 pub use run::{RunOutcome, RunRequest, Source, Stop};
 pub use runtimes::Language;
+pub use skills::SkillRegistry;
 pub use workspace::Workspace;
