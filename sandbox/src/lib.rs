@@ -10,10 +10,12 @@
 //!   path stays inside the workspace.
 //! - [`tools`] defines and executes the built-in tools (`run_python`, `run_javascript`,
 //!   `read_file`, `write_file`, `edit_file`, `list_files`, `apply_patch`, `skills_list`,
-//!   `skills_read`); [`skills`] discovers and installs agent skills.
+//!   `skills_read`); [`ToolLoop`] drives a model through them; [`skills`] discovers and
+//!   installs agent skills; [`ArtifactStore`] keeps the files runs create for download.
 //!
 //! Untrusted code never runs as a host process.
 
+pub mod artifacts;
 mod cache;
 mod engine;
 pub mod error;
@@ -24,9 +26,11 @@ mod run;
 pub mod runtimes;
 pub mod skills;
 pub mod test_support;
+pub mod tool_loop;
 pub mod tools;
 pub mod workspace;
 
+pub use artifacts::{ArtifactFile, ArtifactRun, ArtifactStore};
 pub use cache::{Origin, WASMTIME_VERSION};
 pub use engine::{Prepared, Sandbox, SandboxConfig};
 pub use error::{Error, Result};
@@ -34,4 +38,5 @@ pub use limits::Limits;
 pub use run::{RunOutcome, RunRequest, Source, Stop};
 pub use runtimes::Language;
 pub use skills::SkillRegistry;
+pub use tool_loop::{LoopEnd, LoopEvent, LoopOutcome, Round, ToolCall, ToolLoop, Turn};
 pub use workspace::Workspace;
