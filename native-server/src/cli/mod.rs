@@ -3,6 +3,7 @@
 mod backend_args;
 mod bench;
 mod devices;
+mod exec;
 mod info;
 mod run;
 mod serve;
@@ -37,6 +38,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(serve::ServeArgs),
+    /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
+    Exec(exec::ExecArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -49,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Exec(a) => exec::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -160,10 +160,10 @@ fn dispatch(
                 Some(Value::Array(a)) => a
                     .iter()
                     .map(|v| match v {
-                        Value::String(s) => Ok(s.clone()),
-                        other => Ok(other.to_string()),
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
                     })
-                    .collect::<Result<Vec<_>>>()?,
+                    .collect(),
                 Some(_) => {
                     return Err(Error::ToolCall("`args` must be an array of strings".into()))
                 }
