@@ -45,6 +45,9 @@ if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -f "$di
     touch DONE
   } >&2
 fi
+# The bindings' pure-Python dependencies (llama_cpp imports diskcache at import time).
+python3 -c "import diskcache, jinja2, numpy, typing_extensions" 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check diskcache jinja2 numpy typing-extensions >&2
 # libllama.so and libggml*.so land in build/bin with BUILD_SHARED_LIBS.
 lib="$bin"
 [ -f "$lib/libllama.so" ] || lib="$(dirname "$(find "$dir/build" -name libllama.so | head -1)")"

@@ -133,12 +133,45 @@ fn chat_ui_ops_and_bad_inputs() {
     assert_eq!(api["openapi"], "3.1.0");
     for p in [
         "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/models/{id}",
         "/api/chat",
         "/api/ui/chat",
+        "/api/tags",
+        "/api/v1/models/library",
+        "/api/v1/models/{id}/modelfile",
         "/metrics",
+        "/health",
     ] {
         assert!(api["paths"].get(p).is_some(), "openapi lacks {p}");
     }
+    // The document comes from the typed bodies: request and response schemas, both error
+    // shapes, and a request body reference on the chat route.
+    let schemas = &api["components"]["schemas"];
+    for s in [
+        "ChatRequest",
+        "ChatCompletion",
+        "ChatCompletionChunk",
+        "Frame",
+        "TagsResponse",
+        "UiChatRequest",
+        "OpenAiErrorBody",
+        "PlainErrorBody",
+    ] {
+        assert!(schemas.get(s).is_some(), "openapi has no schema {s}");
+    }
+    let chat_body = &api["paths"]["/v1/chat/completions"]["post"]["requestBody"];
+    assert!(chat_body.to_string().contains("ChatRequest"), "{chat_body}");
+    assert!(schemas["ChatRequest"]["properties"]
+        .get("messages")
+        .is_some());
+    // Every response carries a request id: the client's own, or one the server made.
+    let mine = server
+        .try_request("GET", "/health", None, &[("x-request-id", "test-id-42")])
+        .unwrap();
+    assert_eq!(mine.header("x-request-id"), Some("test-id-42"));
+    let made = server.request("GET", "/health", None);
+    assert!(made.header("x-request-id").is_some_and(|v| !v.is_empty()));
     let models = server.request("GET", "/api/models", None).json();
     assert_eq!(
         (models["model"].clone(), models["backend"].clone()),
@@ -498,4 +531,49 @@ fn not_ready_when_the_model_cannot_load() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn json_logs_carry_the_request_id_model_and_tokens() {
+    let Some(model) = model_path("smollm2") else {
+        return;
+    };
+    let server = Server::start(
+        &model,
+        &["--ctx", "256", "--alias", "smol", "--log-format", "json"],
+    );
+    let body = json!({"model": "smol", "messages": user("Say hi."), "max_tokens": 3,
+                      "temperature": 0});
+    let r = server
+        .try_request(
+            "POST",
+            "/v1/chat/completions",
+            Some(&body.to_string()),
+            &[("x-request-id", "log-test-7")],
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let tokens = r.json()["usage"]["completion_tokens"].as_u64().unwrap();
+    // The summary event is written when the sequence ends, just before the response does.
+    let mut found = None;
+    for _ in 0..100 {
+        found = server.log().iter().find_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "generation finished").then_some(v)
+        });
+        if found.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let ev = found.expect("no `generation finished` JSON log line");
+    assert_eq!(ev["model"], "smol", "{ev}");
+    assert_eq!(ev["completion_tokens"].as_u64(), Some(tokens), "{ev}");
+    assert!(ev["prompt_tokens"].as_u64().unwrap() > 0, "{ev}");
+    assert_eq!(ev["span"]["id"], "log-test-7", "{ev}");
+    assert_eq!(ev["span"]["path"], "/v1/chat/completions", "{ev}");
+    // Every line is JSON, including the start-up ones.
+    for l in server.log() {
+        assert!(serde_json::from_str::<Value>(&l).is_ok(), "not JSON: {l}");
+    }
 }

@@ -16,6 +16,6 @@ mod sequence;
 mod slots;
 mod stats;
 
-pub use request::{Event, EventSink, Finish, Request, Summary, TokenInfo};
+pub use request::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
 pub use run::{Handle, Scheduler, SchedulerConfig, SubmitError};
 pub use stats::{Histogram, Stats, StatsSnapshot};

@@ -52,7 +52,22 @@ pub enum Event {
     /// The request ended normally or was cancelled. Always the last event.
     Done(Summary),
     /// The request failed (engine error, shutdown). Always the last event.
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why a request failed, so each API can answer with the right status.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The server stopped taking work before the request could run.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The request cannot run as given (empty or too long prompt, ids outside the
+    /// vocabulary, sampling settings out of range): the client's to fix.
+    #[error("{0}")]
+    Rejected(String),
+    /// The engine failed while running the request: the server's fault.
+    #[error("inference failed: {0}")]
+    Engine(String),
 }
 
 /// One generated token.

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::request::{Event, Finish, Request};
+use super::request::{Event, Failure, Finish, Request};
 use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
@@ -174,8 +174,7 @@ impl Scheduler {
                 for (mut r, _) in self.waiting.drain(..) {
                     self.stats.waiting.fetch_sub(1, Relaxed);
                     self.stats.requests_failed.fetch_add(1, Relaxed);
-                    r.sink
-                        .send(Event::Failed("the server is shutting down".into()));
+                    r.sink.send(Event::Failed(Failure::ShuttingDown));
                 }
             }
             self.admit();
@@ -209,20 +208,21 @@ impl Scheduler {
             self.stats.waiting.fetch_sub(1, Relaxed);
             if let Err(msg) = self.check(&req) {
                 self.stats.requests_failed.fetch_add(1, Relaxed);
-                req.sink.send(Event::Failed(msg));
+                req.sink.send(Event::Failed(Failure::Rejected(msg)));
                 continue;
             }
             let sampler = match Sampler::new(req.sampling.clone()) {
                 Ok(s) => s,
                 Err(e) => {
                     self.stats.requests_failed.fetch_add(1, Relaxed);
-                    req.sink.send(Event::Failed(e.to_string()));
+                    req.sink
+                        .send(Event::Failed(Failure::Rejected(e.to_string())));
                     continue;
                 }
             };
             if let Err(e) = self.engine.truncate(slot as u32, reuse) {
                 self.stats.requests_failed.fetch_add(1, Relaxed);
-                req.sink.send(Event::Failed(e.to_string()));
+                req.sink.send(Event::Failed(Failure::Engine(e.to_string())));
                 continue;
             }
             let s = &mut self.slots[slot];
@@ -416,7 +416,7 @@ impl Scheduler {
             self.stats.requests_failed.fetch_add(1, Relaxed);
             s.req
                 .sink
-                .send(Event::Failed(format!("inference failed: {e}")));
+                .send(Event::Failed(Failure::Engine(e.to_string())));
         }
     }
 }

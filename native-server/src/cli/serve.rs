@@ -17,6 +17,7 @@ use clap::Args;
 use crate::registry::{
     available_memory, parse_size, Catalog, KeepAlive, LoadConfig, Registry, RegistryConfig,
 };
+use crate::server::logging::{self, LogFormat};
 use crate::server::{self, Precedence, SamplingFields, ServeConfig, Shared};
 
 #[derive(Args, Debug)]
@@ -89,10 +90,18 @@ pub struct ServeArgs {
     /// Who wins when both the operator and a request set a sampling value.
     #[arg(long, value_enum, default_value_t = Precedence::Operator)]
     sampling_precedence: Precedence,
+    /// Log lines as text or one JSON object per line (stderr).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Which log events to write: a level (error, warn, info, debug, trace) or an env-filter
+    /// directive; RUST_LOG wins when set.
+    #[arg(long, default_value = "info")]
+    log_level: String,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
     a.backend.kind()?;
+    logging::init(a.log_format, &a.log_level);
     if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 || a.max_loaded == 0 {
         bail!(
             "--ctx must be at least 16, and --parallel, --batch, --queue and --max-loaded positive"
@@ -115,7 +124,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         models.push((name, PathBuf::from(path)));
     }
     let catalog = Catalog::new(&models, a.models_dir.as_deref())?;
-    let keep_alive = KeepAlive::parse(&a.keep_alive).map_err(|e| anyhow::anyhow!(e.message))?;
+    let keep_alive = KeepAlive::parse(&a.keep_alive).map_err(|e| anyhow::anyhow!(e.to_string()))?;
     let memory_budget = match &a.memory_budget {
         Some(s) => parse_size(s).map_err(anyhow::Error::msg)?,
         None => available_memory().map(|m| m / 10 * 9).unwrap_or(u64::MAX),
@@ -173,17 +182,17 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
     let names = state.registry.with_catalog(|c| c.names());
-    eprintln!(
-        "weft: listening on http://{local} (models: {}; default model loading)",
-        names.join(", ")
+    tracing::info!(
+        models = %names.join(", "),
+        "listening on http://{local} (default model loading)"
     );
     state.registry.start_reaper();
     let st = state.clone();
     tokio::spawn(async move {
         let r = st.lease(None, None).await.map(drop).map_err(|e| e.message);
         match &r {
-            Ok(()) => eprintln!("weft: default model loaded; ready"),
-            Err(e) => eprintln!("weft: error: the default model failed to load: {e}"),
+            Ok(()) => tracing::info!("default model loaded; ready"),
+            Err(e) => tracing::error!(error = %e, "the default model failed to load"),
         }
         let _ = st.preload.set(r);
     });
@@ -192,7 +201,7 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
-            eprintln!("weft: shutting down: finishing running requests");
+            tracing::info!("shutting down: finishing running requests");
             st.registry.shutdown();
         })
         .await?;

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::RegistryError;
 use super::facts::Facts;
 use super::names;
-use crate::server::ApiError;
 
 /// File name of the persisted names, inside the models directory.
 pub const STORE_FILE: &str = "weft-models.json";
@@ -118,7 +118,7 @@ impl Catalog {
                 anyhow::bail!("model file {} does not exist", path.display());
             }
             let name = match name {
-                Some(n) => names::check_new(n).map_err(|e| anyhow::anyhow!(e.message))?,
+                Some(n) => names::check_new(n).map_err(|e| anyhow::anyhow!(e.to_string()))?,
                 None => names::from_file(path),
             };
             if c.entries.contains_key(&name) {
@@ -190,7 +190,7 @@ impl Catalog {
     }
 
     /// Writes the created names and overrides (atomically: a temp file renamed over the old).
-    fn save(&self) -> Result<(), ApiError> {
+    fn save(&self) -> Result<(), RegistryError> {
         let Some(path) = self.store_path() else {
             return Ok(());
         };
@@ -206,7 +206,7 @@ impl Catalog {
         let tmp = path.with_extension("json.tmp");
         std::fs::write(&tmp, text)
             .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| ApiError::internal(format!("cannot save {}: {e}", path.display())))
+            .map_err(|e| RegistryError::Io(format!("cannot save {}: {e}", path.display())))
     }
 
     fn add_file(&mut self, name: String, path: PathBuf, origin: Origin) {
@@ -225,7 +225,7 @@ impl Catalog {
         if !self.facts.contains_key(path) {
             let f = Facts::read(path).map(Arc::new);
             if let Err(e) = &f {
-                eprintln!("weft: warning: {} is broken: {e}", path.display());
+                tracing::warn!(file = %path.display(), error = %e, "model file is broken");
             }
             self.facts.insert(path.to_path_buf(), f);
         }
@@ -262,13 +262,16 @@ impl Catalog {
     }
 
     /// 404 naming what exists.
-    pub fn unknown(&self, requested: &str) -> ApiError {
+    pub fn unknown(&self, requested: &str) -> RegistryError {
         let known: Vec<String> = self.entries.keys().map(|k| names::tagged(k)).collect();
-        ApiError::unknown_model(requested, &known)
+        RegistryError::UnknownModel {
+            name: requested.to_string(),
+            known,
+        }
     }
 
     /// Follows aliases to the file, merging overrides (the nearer name wins).
-    pub fn resolve(&self, requested: &str) -> Result<Resolved, ApiError> {
+    pub fn resolve(&self, requested: &str) -> Result<Resolved, RegistryError> {
         let name = self
             .find(requested)
             .ok_or_else(|| self.unknown(requested))?;
@@ -276,7 +279,7 @@ impl Catalog {
         let mut cur = name.clone();
         for _ in 0..16 {
             let e = self.entries.get(&cur).ok_or_else(|| {
-                ApiError::unavailable(format!(
+                RegistryError::Unavailable(format!(
                     "model {name:?} is an alias of {cur:?}, which no longer exists"
                 ))
             })?;
@@ -285,7 +288,7 @@ impl Catalog {
                 Target::Alias(next) => cur = next.clone(),
                 Target::File(p) => {
                     let facts = self.facts_of(p).map_err(|why| {
-                        ApiError::unavailable(format!("model {name:?} cannot be used: {why}"))
+                        RegistryError::Unavailable(format!("model {name:?} cannot be used: {why}"))
                     })?;
                     return Ok(Resolved {
                         name,
@@ -295,7 +298,7 @@ impl Catalog {
                 }
             }
         }
-        Err(ApiError::invalid(format!(
+        Err(RegistryError::invalid(format!(
             "model {name:?} is an alias chain that does not end"
         )))
     }
@@ -310,22 +313,26 @@ impl Catalog {
 
     /// Why `name` is broken, if it is.
     pub fn broken(&self, name: &str) -> Option<String> {
-        self.resolve(name).err().map(|e| e.message)
+        self.resolve(name).err().map(|e| e.to_string())
     }
 
     /// Adds a created name: a copy of `from`'s file and overrides with `extra` on top.
-    pub fn create(&mut self, name: &str, from: &str, extra: Overrides) -> Result<String, ApiError> {
+    pub fn create(
+        &mut self,
+        name: &str,
+        from: &str,
+        extra: Overrides,
+    ) -> Result<String, RegistryError> {
         let name = names::check_new(name)?;
-        let base = self.resolve(from).map_err(|e| {
-            if e.status == axum::http::StatusCode::NOT_FOUND {
-                ApiError::invalid(format!("cannot create {name:?}: {}", e.message))
-            } else {
-                e
+        let base = self.resolve(from).map_err(|e| match e {
+            RegistryError::UnknownModel { .. } => {
+                RegistryError::invalid(format!("cannot create {name:?}: {e}"))
             }
+            e => e,
         })?;
         if let Some(e) = self.entries.get(&name) {
             if e.origin != Origin::Created {
-                return Err(ApiError::conflict(format!(
+                return Err(RegistryError::Conflict(format!(
                     "{name:?} is a model file's name; create the variant under another name"
                 )));
             }
@@ -343,15 +350,15 @@ impl Catalog {
     }
 
     /// Adds `alias` pointing at `target` (which must exist).
-    pub fn alias(&mut self, alias: &str, target: &str) -> Result<String, ApiError> {
+    pub fn alias(&mut self, alias: &str, target: &str) -> Result<String, RegistryError> {
         let alias = names::check_new(alias)?;
         let target = self.find(target).ok_or_else(|| self.unknown(target))?;
         if alias == target {
-            return Err(ApiError::invalid("an alias cannot point at itself"));
+            return Err(RegistryError::invalid("an alias cannot point at itself"));
         }
         if let Some(e) = self.entries.get(&alias) {
             if e.origin != Origin::Created {
-                return Err(ApiError::conflict(format!(
+                return Err(RegistryError::Conflict(format!(
                     "{alias:?} is a model file's name and cannot become an alias"
                 )));
             }
@@ -369,7 +376,11 @@ impl Catalog {
     }
 
     /// Replaces a name's own overrides.
-    pub fn set_overrides(&mut self, requested: &str, o: Overrides) -> Result<String, ApiError> {
+    pub fn set_overrides(
+        &mut self,
+        requested: &str,
+        o: Overrides,
+    ) -> Result<String, RegistryError> {
         let name = self
             .find(requested)
             .ok_or_else(|| self.unknown(requested))?;
@@ -382,7 +393,7 @@ impl Catalog {
 
     /// Removes a name. Returns the file to delete from disk when no other name uses it and it
     /// lives in the models directory (a file named on the command line is the operator's).
-    pub fn delete(&mut self, requested: &str) -> Result<(String, Option<PathBuf>), ApiError> {
+    pub fn delete(&mut self, requested: &str) -> Result<(String, Option<PathBuf>), RegistryError> {
         let name = self
             .find(requested)
             .ok_or_else(|| self.unknown(requested))?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::server::ApiError;
+use super::error::RegistryError;
 
 /// How long to keep a model after it goes idle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum KeepAlive {
 
 impl KeepAlive {
     /// Parses a request's `keep_alive` field (a JSON number or string).
-    pub fn from_json(v: &Value) -> Result<Self, ApiError> {
+    pub fn from_json(v: &Value) -> Result<Self, RegistryError> {
         match v {
             Value::Number(n) => {
                 let secs = n.as_f64().unwrap_or(0.0);
@@ -33,7 +33,7 @@ impl KeepAlive {
     }
 
     /// Parses a duration string such as `5m`, `1h30m`, `-1`, `0`.
-    pub fn parse(s: &str) -> Result<Self, ApiError> {
+    pub fn parse(s: &str) -> Result<Self, RegistryError> {
         let t = s.trim();
         if let Ok(secs) = t.parse::<f64>() {
             if secs.is_finite() {
@@ -89,8 +89,8 @@ impl KeepAlive {
     }
 }
 
-fn bad(s: &str) -> ApiError {
-    ApiError::invalid(format!(
+fn bad(s: &str) -> RegistryError {
+    RegistryError::invalid(format!(
         "invalid keep_alive {s:?}: use seconds (300), a duration (\"5m\", \"1h30m\"), 0 to unload \
          when idle, or a negative value to keep the model loaded"
     ))

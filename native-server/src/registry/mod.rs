@@ -14,6 +14,7 @@
 //! - Names that share a file share one loaded model.
 
 mod catalog;
+mod error;
 mod facts;
 mod keep_alive;
 mod loaded;
@@ -34,7 +35,7 @@ pub use keep_alive::KeepAlive;
 pub use loaded::{BackendFactory, LoadConfig, Loaded};
 pub use totals::{HistogramData, Totals};
 
-use crate::server::ApiError;
+pub use error::RegistryError;
 
 /// Registry settings.
 #[derive(Clone)]
@@ -78,7 +79,7 @@ struct Inner {
     slots: HashMap<PathBuf, Slot>,
     next_attempt: u64,
     /// Why load attempts failed, for the requests that waited on them.
-    failures: HashMap<u64, ApiError>,
+    failures: HashMap<u64, RegistryError>,
     /// Figures of models already unloaded.
     retired: Totals,
 }
@@ -177,7 +178,7 @@ impl Registry {
         self: &Arc<Self>,
         requested: Option<&str>,
         keep_alive: Option<KeepAlive>,
-    ) -> Result<Lease, ApiError> {
+    ) -> Result<Lease, RegistryError> {
         let mut waited_on = None;
         loop {
             let notified = self.changed.notified();
@@ -195,14 +196,14 @@ impl Registry {
         requested: Option<&str>,
         keep_alive: Option<KeepAlive>,
         waited_on: &mut Option<u64>,
-    ) -> Result<Step, ApiError> {
+    ) -> Result<Step, RegistryError> {
         let mut g = self.lock();
         let name = match requested {
             Some(n) => n.to_string(),
             None => g
                 .catalog
                 .default_name()
-                .ok_or_else(|| ApiError::invalid("model is required (this server has none)"))?
+                .ok_or_else(|| RegistryError::invalid("model is required (this server has none)"))?
                 .to_string(),
         };
         let r = g.catalog.resolve(&name)?;
@@ -237,7 +238,7 @@ impl Registry {
         }
         let need = r.facts.resident_estimate(self.positions());
         if need > self.cfg.memory_budget {
-            return Err(ApiError::unavailable(format!(
+            return Err(RegistryError::Unavailable(format!(
                 "model {:?} needs about {} MiB but the memory budget is {} MiB (raise \
                  --memory-budget, or lower --ctx / --parallel)",
                 r.name,
@@ -316,10 +317,10 @@ impl Registry {
             let mut g = reg.lock();
             match result {
                 Ok(l) => {
-                    eprintln!(
-                        "weft: loaded {} in {:.2} s",
-                        facts.path.display(),
-                        t0.elapsed().as_secs_f64()
+                    tracing::info!(
+                        file = %facts.path.display(),
+                        secs = t0.elapsed().as_secs_f64(),
+                        "model loaded"
                     );
                     if let Some(s) = g.slots.get_mut(&key) {
                         s.state = State::Ready(Arc::new(l));
@@ -333,12 +334,12 @@ impl Registry {
                 }
                 Err(e) => {
                     let msg = format!("model {} failed to load: {e:#}", facts.path.display());
-                    eprintln!("weft: error: {msg}");
+                    tracing::error!("{msg}");
                     g.slots.remove(&key);
                     if g.failures.len() > 256 {
                         g.failures.clear();
                     }
-                    g.failures.insert(attempt, ApiError::unavailable(msg));
+                    g.failures.insert(attempt, RegistryError::Unavailable(msg));
                 }
             }
             drop(g);
@@ -367,7 +368,7 @@ impl Registry {
                 }
             }
             drop(g);
-            eprintln!("weft: unloaded {}", key.display());
+            tracing::info!(file = %key.display(), "model unloaded");
             reg.changed.notify_waiters();
         });
     }
@@ -423,7 +424,7 @@ impl Registry {
 
     /// Asks a model to leave: now if idle, else when its last stream ends. Returns whether it
     /// was resident.
-    pub fn unload(self: &Arc<Self>, requested: &str) -> Result<bool, ApiError> {
+    pub fn unload(self: &Arc<Self>, requested: &str) -> Result<bool, RegistryError> {
         let mut g = self.lock();
         let r = g.catalog.resolve(requested)?;
         let key = r.facts.path.clone();
@@ -446,7 +447,7 @@ impl Registry {
 
     /// Deletes a name. A loaded model whose file no other name uses leaves when idle; the
     /// file (if in the models directory and unused) is deleted once it has left.
-    pub fn delete(self: &Arc<Self>, requested: &str) -> Result<String, ApiError> {
+    pub fn delete(self: &Arc<Self>, requested: &str) -> Result<String, RegistryError> {
         let mut g = self.lock();
         let path = g
             .catalog
@@ -462,7 +463,7 @@ impl Registry {
                 }
                 None => {
                     std::fs::remove_file(&p).map_err(|e| {
-                        ApiError::internal(format!("cannot delete {}: {e}", p.display()))
+                        RegistryError::Io(format!("cannot delete {}: {e}", p.display()))
                     })?;
                 }
             }
@@ -558,7 +559,7 @@ impl Registry {
 }
 
 /// Compiles a name's template override with the model's BOS/EOS strings.
-fn compile_template(r: &Resolved, l: &Loaded) -> Result<Option<ChatTemplate>, ApiError> {
+fn compile_template(r: &Resolved, l: &Loaded) -> Result<Option<ChatTemplate>, RegistryError> {
     let Some(src) = &r.overrides.template else {
         return Ok(None);
     };
@@ -568,7 +569,7 @@ fn compile_template(r: &Resolved, l: &Loaded) -> Result<Option<ChatTemplate>, Ap
         .map(|t| (t.bos_token().to_string(), t.eos_token().to_string()))
         .unwrap_or_default();
     ChatTemplate::new(src, bos, eos).map(Some).map_err(|e| {
-        ApiError::invalid(format!(
+        RegistryError::invalid(format!(
             "the template of model {:?} is invalid: {e}",
             r.name
         ))

@@ -4,16 +4,16 @@
 //! bare id. A name is stored without a `:latest` tag, so `qwen`, `qwen:latest` and `qwen.gguf`
 //! all reach the same model.
 
-use crate::server::ApiError;
+use super::error::RegistryError;
 
 /// The longest name accepted.
 const MAX_LEN: usize = 200;
 
 /// Checks a name a client wants to create (`/api/create`, `/api/copy`, an alias): letters,
 /// digits and `._-:` only, so a name can never be a path (`/`, `..`) or carry control bytes.
-pub fn check_new(name: &str) -> Result<String, ApiError> {
+pub fn check_new(name: &str) -> Result<String, RegistryError> {
     let n = normalise(name);
-    let bad = |why: &str| ApiError::invalid(format!("invalid model name {name:?}: {why}"));
+    let bad = |why: &str| RegistryError::invalid(format!("invalid model name {name:?}: {why}"));
     if n.is_empty() {
         return Err(bad("it is empty"));
     }

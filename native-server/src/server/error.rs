@@ -1,9 +1,16 @@
-//! One error type for every surface, rendered in each API's own error shape.
+//! One error type for every surface, rendered in each API's own error shape: OpenAI's
+//! `{"error": {"message", "type", "param", "code"}}` on `/v1`, `{"error": "..."}` on `/api` and
+//! the other routes. Failures typed in core (scheduler, registry) are mapped to a status here,
+//! once.
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use weft_core::scheduler::{Failure, SubmitError};
+
+use crate::registry::RegistryError;
 
 /// A request that cannot be served, with the HTTP status it maps to.
 #[derive(Clone, Debug)]
@@ -16,6 +23,28 @@ pub struct ApiError {
     pub message: String,
     /// Seconds for a `Retry-After` header (queue full).
     pub retry_after: Option<u32>,
+}
+
+/// OpenAI's error body.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorBody {
+    pub error: OpenAiErrorDetail,
+}
+
+/// OpenAI's `error` object.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorDetail {
+    pub message: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
+
+/// The error body of `/api` and the other routes.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlainErrorBody {
+    pub error: String,
 }
 
 impl ApiError {
@@ -50,17 +79,12 @@ impl ApiError {
     }
 
     /// 404: an unknown model; the message lists the known names.
-    pub fn unknown_model(name: &str, known: &[String]) -> Self {
-        let list = if known.is_empty() {
-            "this server has no models".to_string()
-        } else {
-            format!("available: {}", known.join(", "))
-        };
+    pub fn unknown_model(msg: impl Into<String>) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",
-            format!("model {name:?} not found; {list}"),
+            msg,
         )
     }
 
@@ -77,6 +101,16 @@ impl ApiError {
     /// 404: any other missing thing.
     pub fn not_found(msg: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found_error", "not_found", msg)
+    }
+
+    /// 413: the body is larger than the server accepts.
+    pub fn too_large(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            msg,
+        )
     }
 
     /// 429: the queue is full.
@@ -128,17 +162,76 @@ impl ApiError {
         r
     }
 
-    /// `{"error": {"message", "type", "code"}}` (OpenAI).
+    /// OpenAI's body for this error.
+    pub fn openai_body(&self) -> OpenAiErrorBody {
+        OpenAiErrorBody {
+            error: OpenAiErrorDetail {
+                message: self.message.clone(),
+                kind: self.kind.to_string(),
+                param: None,
+                code: self.code.map(str::to_string),
+            },
+        }
+    }
+
+    /// `{"error": {"message", "type", "param", "code"}}` (OpenAI).
     pub fn openai(self) -> Response {
-        let body = json!({"error": {
-            "message": self.message, "type": self.kind, "param": null, "code": self.code}});
+        let body = self.openai_body();
         self.with_headers((self.status, Json(body)).into_response())
     }
 
     /// `{"error": "..."}` (Ollama and the other `/api` routes).
     pub fn plain(self) -> Response {
-        let body = json!({"error": self.message});
+        let body = PlainErrorBody {
+            error: self.message.clone(),
+        };
         self.with_headers((self.status, Json(body)).into_response())
+    }
+}
+
+impl From<Failure> for ApiError {
+    fn from(f: Failure) -> Self {
+        let msg = f.to_string();
+        match f {
+            Failure::ShuttingDown => ApiError::unavailable(msg),
+            Failure::Rejected(_) => ApiError::invalid(msg),
+            Failure::Engine(_) => ApiError::internal(msg),
+        }
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        let msg = e.to_string();
+        match e {
+            RegistryError::UnknownModel { .. } => ApiError::unknown_model(msg),
+            RegistryError::Invalid(_) => ApiError::invalid(msg),
+            RegistryError::Conflict(_) => ApiError::conflict(msg),
+            RegistryError::Unavailable(_) => ApiError::unavailable(msg),
+            RegistryError::Io(_) => ApiError::internal(msg),
+        }
+    }
+}
+
+impl From<RegistryError> for OpenAiError {
+    fn from(e: RegistryError) -> Self {
+        OpenAiError(e.into())
+    }
+}
+
+impl From<RegistryError> for PlainError {
+    fn from(e: RegistryError) -> Self {
+        PlainError(e.into())
+    }
+}
+
+impl From<SubmitError> for ApiError {
+    fn from(e: SubmitError) -> Self {
+        let msg = e.to_string();
+        match e {
+            SubmitError::QueueFull(_) => ApiError::busy(msg),
+            SubmitError::ShuttingDown => ApiError::unavailable(msg),
+        }
     }
 }
 

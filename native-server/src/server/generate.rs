@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use weft_core::chat::Message;
 use weft_core::sampler::{JsonSchema, SamplerConfig};
-use weft_core::scheduler::{Event, EventSink, Request, SubmitError, Summary, TokenInfo};
+use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
 use super::error::ApiError;
 use super::state::AppState;
@@ -37,10 +37,33 @@ pub type EventStream = UnboundedReceiver<(usize, Event)>;
 struct ChannelSink {
     tx: UnboundedSender<(usize, Event)>,
     index: usize,
+    /// The request's span (request id, route), entered to log how the sequence ended.
+    span: tracing::Span,
+    model: String,
 }
 
 impl EventSink for ChannelSink {
     fn send(&mut self, event: Event) -> bool {
+        match &event {
+            Event::Done(s) => self.span.in_scope(|| {
+                tracing::info!(
+                    model = %self.model,
+                    choice = self.index,
+                    finish = s.finish.as_str(),
+                    prompt_tokens = s.prompt_tokens,
+                    cached_tokens = s.cached_tokens,
+                    completion_tokens = s.completion_tokens,
+                    queue_ms = (s.queue_secs * 1e3) as u64,
+                    prompt_ms = (s.prompt_secs * 1e3) as u64,
+                    gen_ms = (s.gen_secs * 1e3) as u64,
+                    "generation finished"
+                )
+            }),
+            Event::Failed(f) => self.span.in_scope(|| {
+                tracing::warn!(model = %self.model, choice = self.index, error = %f, "generation failed")
+            }),
+            _ => {}
+        }
         self.tx.send((self.index, event)).is_ok()
     }
     fn is_closed(&self) -> bool {
@@ -49,7 +72,7 @@ impl EventSink for ChannelSink {
 }
 
 /// Submits the request (`n` sequences). Dropping the stream cancels them.
-pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
+pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
@@ -67,12 +90,11 @@ pub fn start(model: &Loaded, req: GenRequest) -> Result<EventStream, ApiError> {
             sink: Box::new(ChannelSink {
                 tx: tx.clone(),
                 index,
+                span: tracing::Span::current(),
+                model: model.name.clone(),
             }),
         };
-        model.handle.submit(r).map_err(|e| match e {
-            SubmitError::QueueFull(_) => ApiError::busy(e.to_string()),
-            SubmitError::ShuttingDown => ApiError::unavailable(e.to_string()),
-        })?;
+        model.handle.submit(r)?;
     }
     Ok(rx)
 }
@@ -172,7 +194,7 @@ pub async fn collect(mut rx: EventStream, n: usize) -> Result<Vec<Collected>, Ap
                     break;
                 }
             }
-            Event::Failed(e) => return Err(failure(e)),
+            Event::Failed(f) => return Err(f.into()),
         }
     }
     if finished < out.len() {
@@ -181,13 +203,9 @@ pub async fn collect(mut rx: EventStream, n: usize) -> Result<Vec<Collected>, Ap
     Ok(out)
 }
 
-/// Maps a scheduler failure message to an error.
-pub fn failure(msg: String) -> ApiError {
-    if msg.contains("shutting down") {
-        ApiError::unavailable(msg)
-    } else {
-        ApiError::internal(msg)
-    }
+/// The error a failed sequence answers with.
+pub fn failure(f: Failure) -> ApiError {
+    f.into()
 }
 
 /// Text of one token, for logprobs (lossy for partial UTF-8 pieces, as OpenAI does).

@@ -1,24 +1,31 @@
-//! The HTTP server: one adapter file per API surface (`openai`, `openai_completions`,
-//! `ollama`, `ui`, `ops`), all translating to one internal request ([`generate::GenRequest`])
-//! and reading one event stream. Inference (batching, sampling, stop strings, prefix reuse)
-//! lives in `weft_core::scheduler`; this module is transport only.
+//! The HTTP server. Each API surface is a folder of thin handlers over typed serde
+//! request/response structs, nested under its own prefix:
+//!
+//! - `openai/` under `/v1`; `ollama/`, `ui/` (chat-UI protocol) and `admin/` (`/api/v1`) under
+//!   `/api`, assembled in `api.rs`, which also decides `/api/chat`'s double meaning;
+//! - `ops/` (`/health`, `/ready`, `/metrics`) and `web/` (the in-browser page, model
+//!   downloads) at the root.
+//!
+//! They all translate to one internal request ([`generate::GenRequest`]) and read one event
+//! stream; inference (batching, sampling, stop strings, prefix reuse) lives in
+//! `weft_core::scheduler`. Shared pieces: `common/` (options, sampling, structured output,
+//! tools), `extract.rs` (JSON bodies rejected in the API's error shape), `error.rs` (one error
+//! type, rendered per surface), `stream.rs` (SSE / NDJSON), `logging.rs` (request ids and
+//! structured logs), `openapi.rs` (the generated document).
 
-mod admin_models;
-mod body;
+mod admin;
+mod api;
+mod common;
 mod error;
+mod extract;
 mod generate;
+pub mod logging;
 mod ollama;
-mod ollama_models;
 mod openai;
-mod openai_completions;
 mod openapi;
 mod ops;
-mod sampling;
 mod state;
-mod structured;
-mod think;
-mod tool_choice;
-mod tools;
+mod stream;
 mod ui;
 mod web;
 
@@ -27,21 +34,31 @@ use std::sync::Arc;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::Router;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use utoipa_axum::router::OpenApiRouter;
 
+pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
-pub use sampling::{Precedence, SamplingFields};
 pub use state::{AppState, ServeConfig, Shared};
 
-/// Every route, with the body limit and the backend header.
+/// Every route, with the OpenAPI document, body limit, request ids and the backend header.
 pub fn router(state: Shared) -> Router {
-    Router::new()
-        .merge(openai::routes())
-        .merge(ollama::routes())
-        .merge(ui::routes())
+    let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
+        .nest("/v1", openai::routes())
+        .nest("/api", api::routes())
         .merge(ops::routes())
-        .merge(admin_models::routes())
+        .split_for_parts();
+    let doc = Arc::new(doc);
+    let app = routes
+        .route(
+            "/openapi.json",
+            get(move || {
+                let doc = doc.clone();
+                async move { Json(doc.as_ref().clone()).into_response() }
+            }),
+        )
         .merge(web::routes())
         .fallback(no_route)
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
@@ -49,7 +66,8 @@ pub fn router(state: Shared) -> Router {
             state.clone(),
             backend_header,
         ))
-        .with_state(state)
+        .with_state(state);
+    logging::layer(app)
 }
 
 /// Any path no route serves: 404 with `{"error": "..."}` (`/v1` paths have their own 501).

@@ -7,8 +7,8 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use weft_core::chat::Message;
 
+use super::common::sampling::{Precedence, SamplingFields};
 use super::error::ApiError;
-use super::sampling::{Precedence, SamplingFields};
 use crate::registry::{KeepAlive, Lease, Registry};
 
 /// Settings from the `weft serve` command line.
@@ -62,7 +62,7 @@ impl AppState {
             .filter(|v| !v.is_null())
             .map(KeepAlive::from_json)
             .transpose()?;
-        self.registry.acquire(model, ka).await
+        Ok(self.registry.acquire(model, ka).await?)
     }
 
     /// Like [`lease`](Self::lease) for APIs whose `model` field is required.

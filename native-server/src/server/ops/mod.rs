@@ -2,49 +2,87 @@
 
 use std::fmt::Write;
 
-use crate::registry::HistogramData;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::state::Shared;
+use crate::registry::HistogramData;
 
-/// Ops routes.
-pub fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(super::openapi::document))
+/// Ops routes (at the root).
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
 }
 
-async fn health(State(st): State<Shared>) -> Response {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Components {
+    pub http: &'static str,
+    /// The default model's start-up load: `loading`, `ok` or `failed`.
+    pub model: &'static str,
+    pub backend: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: &'static str,
+    pub uptime_secs: u64,
+    pub components: Components,
+    pub loaded_models: Vec<String>,
+}
+
+/// Liveness and component status.
+#[utoipa::path(get, path = "/health", tag = "ops", responses((status = 200, body = Health)))]
+async fn health(State(st): State<Shared>) -> Json<Health> {
     let model = match st.preload.get() {
         Some(Ok(())) => "ok",
         Some(Err(_)) => "failed",
         None => "loading",
     };
-    let loaded: Vec<String> = st.registry.resident().into_iter().map(|r| r.name).collect();
-    Json(
-        json!({"status": "ok", "uptime_secs": st.started.elapsed().as_secs(),
-                "components": {"http": "ok", "model": model, "backend": st.cfg.backend},
-                "loaded_models": loaded}),
-    )
-    .into_response()
+    let loaded_models = st.registry.resident().into_iter().map(|r| r.name).collect();
+    Json(Health {
+        status: "ok",
+        uptime_secs: st.started.elapsed().as_secs(),
+        components: Components {
+            http: "ok",
+            model,
+            backend: st.cfg.backend.clone(),
+        },
+        loaded_models,
+    })
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    pub ready: bool,
+    pub model_loaded: bool,
+    pub engine_running: bool,
+    /// Why the default model failed to load, if it did.
+    pub error: Option<String>,
 }
 
 /// 200 once the default model's start-up load has finished (models load on demand after).
+#[utoipa::path(get, path = "/ready", tag = "ops",
+    responses((status = 200, body = Ready), (status = 503, body = Ready)))]
 async fn ready(State(st): State<Shared>) -> Response {
     let (ready, error) = match st.preload.get() {
         Some(Ok(())) => (true, None),
         Some(Err(e)) => (false, Some(e.clone())),
         None => (false, None),
     };
-    let body = json!({"ready": ready, "model_loaded": ready, "engine_running": ready,
-                      "error": error});
+    let body = Ready {
+        ready,
+        model_loaded: ready,
+        engine_running: ready,
+        error,
+    };
     let status = if ready {
         StatusCode::OK
     } else {
@@ -53,20 +91,48 @@ async fn ready(State(st): State<Shared>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// `GET /v1/metrics`: the scheduler counters of every model, summed, as JSON.
-pub async fn metrics_json(State(st): State<Shared>) -> Response {
+/// The scheduler counters of every model, summed (models already unloaded included).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MetricsJson {
+    pub prompt_tokens_total: u64,
+    pub cached_prompt_tokens_total: u64,
+    pub generation_tokens_total: u64,
+    pub requests_started_total: u64,
+    pub requests_finished_total: u64,
+    pub requests_cancelled_total: u64,
+    pub requests_failed_total: u64,
+    pub requests_rejected_total: u64,
+    pub prefix_cache_hits_total: u64,
+    pub requests_running: u64,
+    pub requests_waiting: u64,
+    pub kv_cache_used_tokens: u64,
+    pub kv_cache_capacity_tokens: u64,
+    pub steps_total: u64,
+    pub models_loaded: usize,
+}
+
+/// `GET /v1/metrics`: the scheduler counters as JSON.
+#[utoipa::path(get, path = "/metrics", tag = "openai",
+    responses((status = 200, body = MetricsJson)))]
+pub async fn metrics_json(State(st): State<Shared>) -> Json<MetricsJson> {
     let s = st.registry.totals().counters;
-    Json(json!({
-        "prompt_tokens_total": s.prompt_tokens, "cached_prompt_tokens_total": s.cached_prompt_tokens,
-        "generation_tokens_total": s.generation_tokens, "requests_started_total": s.requests_started,
-        "requests_finished_total": s.requests_finished, "requests_cancelled_total": s.requests_cancelled,
-        "requests_failed_total": s.requests_failed, "requests_rejected_total": s.requests_rejected,
-        "prefix_cache_hits_total": s.prefix_cache_hits, "requests_running": s.running,
-        "requests_waiting": s.waiting, "kv_cache_used_tokens": s.kv_used,
-        "kv_cache_capacity_tokens": s.kv_capacity, "steps_total": s.steps,
-        "models_loaded": st.registry.resident().len(),
-    }))
-    .into_response()
+    Json(MetricsJson {
+        prompt_tokens_total: s.prompt_tokens,
+        cached_prompt_tokens_total: s.cached_prompt_tokens,
+        generation_tokens_total: s.generation_tokens,
+        requests_started_total: s.requests_started,
+        requests_finished_total: s.requests_finished,
+        requests_cancelled_total: s.requests_cancelled,
+        requests_failed_total: s.requests_failed,
+        requests_rejected_total: s.requests_rejected,
+        prefix_cache_hits_total: s.prefix_cache_hits,
+        requests_running: s.running,
+        requests_waiting: s.waiting,
+        kv_cache_used_tokens: s.kv_used,
+        kv_cache_capacity_tokens: s.kv_capacity,
+        steps_total: s.steps,
+        models_loaded: st.registry.resident().len(),
+    })
 }
 
 fn metric(out: &mut String, name: &str, kind: &str, help: &str, v: f64) {
@@ -89,6 +155,8 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramData) {
 }
 
 /// `GET /metrics`: Prometheus text, with vLLM-style names under the `weft:` prefix.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 async fn metrics(State(st): State<Shared>) -> Response {
     let mut out = String::new();
     let loaded = st.registry.resident().len();

@@ -2,100 +2,106 @@
 //! `/api/show`, `/api/copy`, `/api/delete` and `/api/create` (a new name from an existing model
 //! with its own system prompt, template and parameters).
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::{Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::body::{ndjson, parse};
-use super::error::{ApiError, PlainError};
-use super::openai::Options;
-use super::state::{rfc3339, Shared};
-use crate::registry::{names, Catalog, Facts, Overrides, Resolved};
+use super::types::{
+    CopyRequest, CreateRequest, Details, ModelRef, PsEntry, PsResponse, ShowResponse, Status,
+    TagEntry, TagsResponse,
+};
+use super::Res;
+use crate::registry::{names, Facts, Overrides, Resolved};
+use crate::server::common::options::Options;
+use crate::server::error::{ApiError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::state::{rfc3339, Shared};
+use crate::server::stream::{json_frame, ndjson};
 
-type Res = Result<Response, PlainError>;
-
-pub fn routes() -> Router<Shared> {
-    Router::new()
-        .route("/api/tags", get(tags))
-        .route("/api/ps", get(ps))
-        .route("/api/show", post(show))
-        .route("/api/copy", post(copy))
-        .route("/api/delete", delete(delete_model))
-        .route("/api/create", post(create))
-}
-
-/// Ollama's `details` object.
-pub fn details(f: &Facts) -> Value {
-    json!({"parent_model": "", "format": "gguf", "family": f.architecture,
-           "families": [f.architecture], "parameter_size": f.parameter_size(),
-           "quantization_level": f.quantization})
+/// Routes relative to `/api`.
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(tags))
+        .routes(routes!(ps))
+        .routes(routes!(show))
+        .routes(routes!(copy))
+        .routes(routes!(delete_model))
+        .routes(routes!(create))
 }
 
 /// One `/api/tags` entry.
-fn tag_entry(name: &str, f: &Facts) -> Value {
+fn tag_entry(name: &str, f: &Facts) -> TagEntry {
     let tagged = names::tagged(name);
-    json!({"name": tagged, "model": tagged, "modified_at": rfc3339(f.modified),
-           "size": f.file_size, "digest": f.digest(), "details": details(f)})
+    TagEntry {
+        name: tagged.clone(),
+        model: tagged,
+        modified_at: rfc3339(f.modified),
+        size: f.file_size,
+        digest: f.digest(),
+        details: Details::of(f),
+        broken: None,
+    }
 }
 
 /// Every known name; a file that cannot be read is listed with `"broken": reason`.
-async fn tags(State(st): State<Shared>) -> Response {
-    let models: Vec<Value> = st.registry.with_catalog(|c| {
+#[utoipa::path(get, path = "/tags", tag = "ollama", responses((status = 200, body = TagsResponse)))]
+async fn tags(State(st): State<Shared>) -> Json<TagsResponse> {
+    let models = st.registry.with_catalog(|c| {
         c.names()
             .iter()
             .map(|n| match c.resolve(n) {
                 Ok(r) => tag_entry(n, &r.facts),
                 Err(e) => {
                     let tagged = names::tagged(n);
-                    json!({"name": tagged, "model": tagged, "size": 0, "digest": "",
-                           "modified_at": rfc3339(std::time::UNIX_EPOCH), "broken": e.message,
-                           "details": {"format": "gguf", "family": "", "families": [],
-                                       "parameter_size": "", "quantization_level": ""}})
+                    TagEntry {
+                        name: tagged.clone(),
+                        model: tagged,
+                        modified_at: rfc3339(std::time::UNIX_EPOCH),
+                        size: 0,
+                        digest: String::new(),
+                        details: Details::unknown(),
+                        broken: Some(e.to_string()),
+                    }
                 }
             })
             .collect()
     });
-    Json(json!({"models": models})).into_response()
+    Json(TagsResponse { models })
 }
 
 /// The resident models, with `expires_at` and their estimated size.
-async fn ps(State(st): State<Shared>) -> Response {
-    let models: Vec<Value> = st
+#[utoipa::path(get, path = "/ps", tag = "ollama", responses((status = 200, body = PsResponse)))]
+async fn ps(State(st): State<Shared>) -> Json<PsResponse> {
+    let models = st
         .registry
         .resident()
         .iter()
         .map(|r| {
-            let mut e = tag_entry(&r.name, &r.facts);
-            e["expires_at"] = json!(match r.expires_at {
-                Some(t) => rfc3339(t),
-                None => "9999-12-31T23:59:59Z".into(),
-            });
-            e["size"] = json!(r.estimate);
-            e["size_vram"] = json!(0);
-            e["context_length"] = json!(st.cfg.n_ctx);
-            e
+            let mut tag = tag_entry(&r.name, &r.facts);
+            tag.size = r.estimate;
+            PsEntry {
+                tag,
+                expires_at: match r.expires_at {
+                    Some(t) => rfc3339(t),
+                    None => "9999-12-31T23:59:59Z".into(),
+                },
+                size_vram: 0,
+                context_length: st.cfg.n_ctx,
+            }
         })
         .collect();
-    Json(json!({"models": models})).into_response()
-}
-
-#[derive(Deserialize)]
-struct ShowBody {
-    #[serde(alias = "name")]
-    model: Option<String>,
+    Json(PsResponse { models })
 }
 
 fn resolve(st: &Shared, model: Option<&str>) -> Result<Resolved, ApiError> {
     let name = model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
-    st.registry.with_catalog(|c| c.resolve(name))
+    Ok(st.registry.with_catalog(|c| c.resolve(name))?)
 }
 
 /// A Modelfile describing a name: its file, system prompt, template and parameters.
@@ -130,8 +136,12 @@ fn parameters_text(p: &Map<String, Value>) -> String {
     out
 }
 
-async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
-    let b: ShowBody = parse(body)?;
+#[utoipa::path(post, path = "/show", tag = "ollama", request_body = ModelRef,
+    responses((status = 200, body = ShowResponse), (status = 404, body = PlainErrorBody)))]
+async fn show(
+    State(st): State<Shared>,
+    ApiJson(b): ApiJson<ModelRef>,
+) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
     let r = resolve(&st, b.model.as_deref())?;
     let f = &r.facts;
     let template = r
@@ -146,42 +156,37 @@ async fn show(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     }
     let arch = &f.architecture;
     let mut info = Map::new();
-    info.insert("general.architecture".into(), json!(arch));
-    info.insert("general.parameter_count".into(), json!(f.n_params));
-    info.insert(format!("{arch}.context_length"), json!(f.context_length));
+    info.insert("general.architecture".into(), Value::from(arch.as_str()));
+    info.insert("general.parameter_count".into(), Value::from(f.n_params));
+    info.insert(
+        format!("{arch}.context_length"),
+        Value::from(f.context_length),
+    );
     info.insert(
         format!("{arch}.embedding_length"),
-        json!(f.embedding_length),
+        Value::from(f.embedding_length),
     );
-    info.insert(format!("{arch}.block_count"), json!(f.block_count));
-    info.insert(format!("{arch}.vocab_size"), json!(f.vocab_size));
+    info.insert(format!("{arch}.block_count"), Value::from(f.block_count));
+    info.insert(format!("{arch}.vocab_size"), Value::from(f.vocab_size));
     let mut params = r.overrides.parameters.clone();
     params
         .entry("num_ctx")
-        .or_insert_with(|| json!(st.cfg.n_ctx));
-    let mut out = json!({
-        "modelfile": modelfile(&r),
-        "parameters": parameters_text(&params).replace("PARAMETER ", ""),
-        "template": template,
-        "details": details(f),
-        "model_info": info,
-        "capabilities": capabilities,
-        "modified_at": rfc3339(f.modified),
-    });
-    if let Some(s) = &r.overrides.system {
-        out["system"] = json!(s);
-    }
-    Ok(Json(out).into_response())
+        .or_insert_with(|| Value::from(st.cfg.n_ctx));
+    Ok(Json(ShowResponse {
+        modelfile: modelfile(&r),
+        parameters: parameters_text(&params).replace("PARAMETER ", ""),
+        template,
+        details: Details::of(f),
+        model_info: info,
+        capabilities,
+        modified_at: rfc3339(f.modified),
+        system: r.overrides.system.clone(),
+    }))
 }
 
-#[derive(Deserialize)]
-struct CopyBody {
-    source: Option<String>,
-    destination: Option<String>,
-}
-
-async fn copy(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
-    let b: CopyBody = parse(body)?;
+#[utoipa::path(post, path = "/copy", tag = "ollama", request_body = CopyRequest,
+    responses((status = 200), (status = 404, body = PlainErrorBody)))]
+async fn copy(State(st): State<Shared>, ApiJson(b): ApiJson<CopyRequest>) -> Res {
     let (Some(src), Some(dst)) = (b.source, b.destination) else {
         return Err(ApiError::invalid("source and destination are required").into());
     };
@@ -190,39 +195,16 @@ async fn copy(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> 
     Ok(StatusCode::OK.into_response())
 }
 
-#[derive(Deserialize)]
-struct DeleteBody {
-    #[serde(alias = "name")]
-    model: Option<String>,
-}
-
 /// Deletes a name. A model in use stays until its requests end.
-async fn delete_model(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
-    let b: DeleteBody = parse(body)?;
+#[utoipa::path(delete, path = "/delete", tag = "ollama", request_body = ModelRef,
+    responses((status = 200), (status = 404, body = PlainErrorBody)))]
+async fn delete_model(State(st): State<Shared>, ApiJson(b): ApiJson<ModelRef>) -> Res {
     let name = b
         .model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
     st.registry.delete(&name)?;
     Ok(StatusCode::OK.into_response())
-}
-
-#[derive(Deserialize)]
-struct CreateBody {
-    #[serde(alias = "name")]
-    model: Option<String>,
-    from: Option<String>,
-    system: Option<String>,
-    template: Option<String>,
-    parameters: Option<Map<String, Value>>,
-    stream: Option<bool>,
-    files: Option<Value>,
-    adapters: Option<Value>,
-    quantize: Option<String>,
-    messages: Option<Vec<Value>>,
-    #[allow(dead_code)]
-    license: Option<Value>,
-    modelfile: Option<String>,
 }
 
 /// Checks a name's overrides before they are stored: parameters must be valid options and
@@ -239,8 +221,11 @@ pub fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
 
 /// `/api/create` from an existing model: `{"model", "from", "system", "template",
 /// "parameters"}`. Making a model from files, adapters or a quantization is not here yet.
-async fn create(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -> Res {
-    let b: CreateBody = parse(body)?;
+#[utoipa::path(post, path = "/create", tag = "ollama", request_body = CreateRequest,
+    responses((status = 200, description = "Status lines (NDJSON), or one when stream is false",
+               content((Status = "application/x-ndjson"), (Status = "application/json"))),
+              (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
+async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRequest>) -> Res {
     let name = b
         .model
         .filter(|m| !m.trim().is_empty())
@@ -272,12 +257,11 @@ async fn create(State(st): State<Shared>, body: Result<Bytes, BytesRejection>) -
         parameters: b.parameters.unwrap_or_default(),
     };
     check_overrides(&o)?;
-    st.registry
-        .with_catalog(|c: &mut Catalog| c.create(&name, &from, o))?;
+    st.registry.with_catalog(|c| c.create(&name, &from, o))?;
     if b.stream.unwrap_or(true) {
         let frames = ["using existing model", "writing manifest", "success"]
-            .map(|s| json!({"status": s}).to_string());
+            .map(|status| json_frame(&Status { status }));
         return Ok(ndjson(futures_util::stream::iter(frames)));
     }
-    Ok(Json(json!({"status": "success"})).into_response())
+    Ok(Json(Status { status: "success" }).into_response())
 }

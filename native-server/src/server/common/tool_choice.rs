@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use weft_core::sampler::JsonSchema;
 
-use super::error::ApiError;
+use crate::server::error::ApiError;
 
 /// What `tool_choice` asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]

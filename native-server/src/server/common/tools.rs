@@ -13,7 +13,7 @@
 
 use serde_json::{json, Value};
 
-use super::error::ApiError;
+use crate::server::error::ApiError;
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -24,25 +24,6 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments object.
     pub arguments: Value,
-}
-
-impl ToolCall {
-    /// OpenAI shape (`arguments` as a JSON string), with a fresh id. Stream deltas also
-    /// carry the call's `index`.
-    pub fn openai(&self, index: Option<usize>) -> Value {
-        let mut v = json!({"id": format!("call_{}", super::openai::uuid_like()),
-               "type": "function",
-               "function": {"name": self.name, "arguments": self.arguments.to_string()}});
-        if let Some(i) = index {
-            v["index"] = json!(i);
-        }
-        v
-    }
-
-    /// Ollama shape (`arguments` as an object).
-    pub fn ollama(&self) -> Value {
-        json!({"function": {"name": self.name, "arguments": self.arguments}})
-    }
 }
 
 /// Checks declared tools (`[{"type": "function", "function": {"name", ...}}]`) and returns
@@ -218,10 +199,6 @@ mod tests {
         assert_eq!(calls[0].name, "get_weather");
         assert_eq!(calls[0].arguments, json!({"city": "Paris"}));
         assert_eq!(calls[1].arguments, json!({"x": 1}));
-        let o = calls[0].openai(None);
-        let args: Value =
-            serde_json::from_str(o["function"]["arguments"].as_str().unwrap()).unwrap();
-        assert_eq!(args, json!({"city": "Paris"}));
     }
 
     #[test]

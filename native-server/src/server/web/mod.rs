@@ -19,7 +19,7 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::json;
+use serde::Serialize;
 
 use super::state::Shared;
 
@@ -123,19 +123,38 @@ fn model_url(name: &str) -> String {
     format!("/models/{name}/file")
 }
 
-async fn list(State(st): State<Shared>) -> Response {
-    let models: Vec<serde_json::Value> = st.registry.with_catalog(|c| {
+/// A downloadable model.
+#[derive(Serialize)]
+struct WebModel {
+    name: String,
+    file: Option<String>,
+    size: u64,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct WebModels {
+    models: Vec<WebModel>,
+}
+
+async fn list(State(st): State<Shared>) -> Json<WebModels> {
+    let models = st.registry.with_catalog(|c| {
         c.names()
             .iter()
             .filter_map(|n| c.resolve(n).ok().map(|r| (n.clone(), r)))
-            .map(|(n, r)| {
-                json!({"name": n,
-                       "file": r.facts.path.file_name().map(|f| f.to_string_lossy().into_owned()),
-                       "size": r.facts.file_size, "url": model_url(&n)})
+            .map(|(n, r)| WebModel {
+                file: r
+                    .facts
+                    .path
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned()),
+                size: r.facts.file_size,
+                url: model_url(&n),
+                name: n,
             })
             .collect()
     });
-    Json(json!({"models": models})).into_response()
+    Json(WebModels { models })
 }
 
 /// A parsed `Range` header against a file of `size` bytes.
@@ -236,7 +255,10 @@ async fn download(
     });
     let path = match resolved {
         Ok(r) => r.facts.path.clone(),
-        Err(e) => return plain(e.status, format!("{} (see /models)", e.message)),
+        Err(e) => {
+            let e = super::ApiError::from(e);
+            return plain(e.status, format!("{} (see /models)", e.message));
+        }
     };
     let file_name = path
         .file_name()

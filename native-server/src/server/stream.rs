@@ -1,59 +1,17 @@
-//! Request bodies and response streams shared by the adapters.
+//! Streamed responses shared by the surfaces: an event stream turned into frames, sent as
+//! Server-Sent Events or newline-delimited JSON.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 
-use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::body::Body;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
-use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::Serialize;
 use weft_core::scheduler::Event;
 
-use super::error::ApiError;
 use super::generate::EventStream;
-
-/// Parses a JSON body: 413 when over the size limit, 400 for bad JSON or wrong field types
-/// (the message says which field).
-pub fn parse<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|e| {
-        let status = e.status();
-        let mut err = ApiError::invalid(e.body_text());
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            err.status = status;
-            err.code = Some("request_too_large");
-            err.message =
-                "the request body is larger than the server accepts (--body-limit)".into();
-        }
-        err
-    })?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::invalid(format!("the body is not valid JSON: {e}")))?;
-    if !value.is_object() {
-        return Err(ApiError::invalid("the body must be a JSON object"));
-    }
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("invalid request: {e}")))
-}
-
-/// A string or a list of strings (OpenAI `stop`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
-}
 
 /// Turns an event stream into frames: `f` gets each event (and `None` once the stream ends)
 /// and returns the frames to send and whether the response is complete.
@@ -101,4 +59,9 @@ pub fn sse(frames: impl Stream<Item = String> + Send + 'static) -> Response {
 pub fn ndjson(frames: impl Stream<Item = String> + Send + 'static) -> Response {
     let body = Body::from_stream(frames.map(|s| Ok::<_, Infallible>(s + "\n")));
     ([("content-type", "application/x-ndjson")], body).into_response()
+}
+
+/// One frame as JSON text (response types always serialize).
+pub fn json_frame(v: &impl Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_default()
 }

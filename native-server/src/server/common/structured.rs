@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use weft_core::sampler::JsonSchema;
 
-use super::error::ApiError;
+use crate::server::error::ApiError;
 
 fn compile(schema: &Value, field: &str) -> Result<Arc<JsonSchema>, ApiError> {
     JsonSchema::compile(schema)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use weft_core::sampler::SamplerConfig;
 
-use super::error::ApiError;
+use crate::server::error::ApiError;
 
 /// Sampling fields that may be set (every one optional). Used both for what a request asks
 /// and for what the operator configured.

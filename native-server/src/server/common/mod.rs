@@ -1,0 +1,30 @@
+//! What several surfaces share: Ollama-style `options`, sampling resolution, structured output,
+//! tool calling and forcing, `<think>` splitting, ids.
+
+pub mod ids;
+pub mod options;
+pub mod sampling;
+pub mod structured;
+pub mod think;
+pub mod tool_choice;
+pub mod tools;
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+/// A string or a list of strings (OpenAI `stop`).
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}

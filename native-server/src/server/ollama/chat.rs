@@ -1,0 +1,51 @@
+//! Ollama chat: `POST /api/chat` with an Ollama body (see `server/api.rs`) and
+//! `POST /api/chat/ollama`.
+
+use axum::extract::State;
+use weft_core::chat::Message;
+
+use super::respond::{load_or_unload, respond, Shape};
+use super::types::{ChatRequest, Frame, OllamaMessage};
+use super::Res;
+use crate::server::common::tools;
+use crate::server::error::{ApiError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::state::Shared;
+
+#[utoipa::path(post, path = "/chat/ollama", tag = "ollama", request_body = ChatRequest,
+    responses((status = 200, description = "NDJSON frames, or one frame when stream is false",
+               content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
+              (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
+pub async fn chat_alias(State(st): State<Shared>, ApiJson(b): ApiJson<ChatRequest>) -> Res {
+    chat(st, b).await
+}
+
+/// The Ollama chat.
+pub async fn chat(st: Shared, b: ChatRequest) -> Res {
+    if b.messages.as_ref().is_some_and(Vec::is_empty) {
+        // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
+        return load_or_unload(&st, b.model.as_deref(), b.keep_alive.as_ref(), Shape::Chat).await;
+    }
+    let m = st
+        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .await?;
+    let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
+        Some(t) => Some((t.clone(), tools::check_tools(t)?)),
+        None => None,
+    };
+    let msgs = b
+        .messages
+        .ok_or_else(|| ApiError::invalid("messages is required"))?;
+    if msgs
+        .iter()
+        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
+    {
+        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
+    }
+    let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
+    let defs = tools.as_ref().map(|t| t.0.as_slice());
+    let prompt = crate::server::generate::chat_prompt(&m, &messages, defs, "")?;
+    let req = super::generate::request(&st, &m, prompt, b.options, b.format.as_ref())?;
+    let names = tools.map(|t| t.1);
+    respond(m, req, b.stream.unwrap_or(true), Shape::Chat, names).await
+}

@@ -1,0 +1,103 @@
+//! `POST /api/generate`, and the internal request both Ollama routes build (options, model
+//! defaults, operator flags, `format`).
+
+use axum::extract::State;
+use serde_json::Value;
+use weft_core::chat::Message;
+
+use super::respond::{load_or_unload, respond, Shape};
+use super::types::{Frame, GenerateRequest};
+use super::Res;
+use crate::registry::Lease;
+use crate::server::common::options::Options;
+use crate::server::common::sampling::resolve;
+use crate::server::common::structured;
+use crate::server::common::OneOrMany;
+use crate::server::error::{ApiError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::generate::{self, GenRequest};
+use crate::server::state::{AppState, Shared};
+
+/// The internal request for an Ollama prompt.
+pub fn request(
+    st: &AppState,
+    m: &Lease,
+    prompt: Vec<u32>,
+    opts: Option<Options>,
+    format: Option<&Value>,
+) -> Result<GenRequest, ApiError> {
+    let json = structured::ollama_format(format)?;
+    let opts = opts.unwrap_or_default().or(Options::of_model(m));
+    if let Some(c) = opts.num_ctx {
+        if c <= 0 {
+            return Err(ApiError::invalid(format!(
+                "num_ctx must be positive, got {c}"
+            )));
+        }
+        // The context is fixed at startup (--ctx); a different per-request value is ignored.
+    }
+    let sampling = resolve(
+        &opts.sampling(),
+        &st.cfg.sampling,
+        st.cfg.precedence,
+        Default::default(),
+    )?;
+    // Ollama: num_predict -1 (or -2) means "until the context fills".
+    let requested = match opts.num_predict {
+        Some(n) if n < 0 => None,
+        n => n,
+    };
+    let max_tokens = generate::max_tokens(st, prompt.len(), requested)?;
+    Ok(GenRequest {
+        prompt,
+        sampling,
+        max_tokens,
+        stop: opts.stop.map(OneOrMany::into_vec).unwrap_or_default(),
+        logprobs: None,
+        n: 1,
+        ignore_eos: false,
+        json,
+    })
+}
+
+#[utoipa::path(post, path = "/generate", tag = "ollama", request_body = GenerateRequest,
+    responses((status = 200, description = "NDJSON frames, or one frame when stream is false",
+               content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
+              (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
+pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequest>) -> Res {
+    structured::ollama_format(b.format.as_ref())?;
+    if b.prompt.as_deref().unwrap_or_default().is_empty() {
+        return load_or_unload(
+            &st,
+            b.model.as_deref(),
+            b.keep_alive.as_ref(),
+            Shape::Generate,
+        )
+        .await;
+    }
+    if b.images.as_ref().is_some_and(|i| !i.is_empty()) {
+        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
+    }
+    if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::invalid(
+            "suffix (fill-in-the-middle) is not supported by this server",
+        )
+        .into());
+    }
+    let m = st
+        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .await?;
+    let text = b.prompt.unwrap_or_default();
+    let prompt = if b.raw || m.template().is_none() {
+        generate::text_prompt(&m, &text, "")
+    } else {
+        let mut messages = Vec::new();
+        if let Some(s) = b.system {
+            messages.push(Message::system(s));
+        }
+        messages.push(Message::user(text));
+        generate::chat_prompt(&m, &messages, None, "")?
+    };
+    let req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
+    respond(m, req, b.stream.unwrap_or(true), Shape::Generate, None).await
+}

@@ -1,0 +1,50 @@
+//! The Ollama surface, under `/api`: generate and chat (NDJSON streaming by default), model
+//! management (tags, ps, show, create, copy, delete), version. `/api/chat` itself is shared with
+//! the chat-UI protocol and routed in `server/api.rs`; `/api/chat/ollama` is the unambiguous
+//! alias.
+
+pub mod chat;
+mod generate;
+pub mod models;
+mod respond;
+pub mod types;
+
+use axum::response::Response;
+use axum::routing::any;
+use axum::Json;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, PlainError};
+use super::state::Shared;
+use types::Version;
+
+type Res = Result<Response, PlainError>;
+
+/// RFC 3339 UTC time of now.
+fn now_rfc3339() -> String {
+    super::state::rfc3339(std::time::SystemTime::now())
+}
+
+/// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(generate::generate))
+        .routes(routes!(chat::chat_alias))
+        .routes(routes!(version))
+        .merge(models::routes())
+        .route("/embed", any(no_embeddings))
+        .route("/embeddings", any(no_embeddings))
+}
+
+/// Ollama's embedding routes: this server serves a generative model, not an encoder.
+async fn no_embeddings() -> Response {
+    ApiError::not_implemented("embeddings are not implemented by this server").plain()
+}
+
+#[utoipa::path(get, path = "/version", tag = "ollama", responses((status = 200, body = Version)))]
+async fn version() -> Json<Version> {
+    Json(Version {
+        version: env!("CARGO_PKG_VERSION"),
+    })
+}

@@ -1,0 +1,177 @@
+//! Streams or collects one Ollama generation, and answers Ollama's empty request (load or
+//! unload).
+
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::Value;
+use weft_core::scheduler::{Event, Summary};
+
+use super::types::{Frame, OllamaToolCall, Payload, ReplyMessage, StreamError, Timings};
+use super::{now_rfc3339, Res};
+use crate::registry::{names, Lease};
+use crate::server::common::tools::{ToolCall, ToolStream};
+use crate::server::error::ApiError;
+use crate::server::generate::{self, collect, GenRequest};
+use crate::server::openai::finish_reason;
+use crate::server::state::AppState;
+use crate::server::stream::{frames, json_frame, ndjson};
+
+/// Which of Ollama's two response shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    Chat,
+    Generate,
+}
+
+impl Shape {
+    fn payload(self, text: String, calls: &[ToolCall]) -> Payload {
+        match self {
+            Shape::Chat => Payload::Chat {
+                message: ReplyMessage {
+                    role: "assistant",
+                    content: text,
+                    tool_calls: (!calls.is_empty())
+                        .then(|| calls.iter().map(OllamaToolCall::from).collect()),
+                },
+            },
+            Shape::Generate => Payload::Generate { response: text },
+        }
+    }
+
+    fn frame(self, model: &str, text: String, calls: &[ToolCall]) -> Frame {
+        Frame {
+            model: model.to_string(),
+            created_at: now_rfc3339(),
+            payload: self.payload(text, calls),
+            done: false,
+            done_reason: None,
+            timings: None,
+        }
+    }
+
+    /// The final frame.
+    fn last(self, model: &str, text: String, calls: &[ToolCall], s: &Summary) -> Frame {
+        Frame {
+            done: true,
+            done_reason: Some(finish_reason(s)),
+            timings: Some(timings(s)),
+            ..self.frame(model, text, calls)
+        }
+    }
+}
+
+/// Final-frame figures: durations in nanoseconds, counts, cache hits.
+fn timings(s: &Summary) -> Timings {
+    let ns = |secs: f64| (secs * 1e9) as u64;
+    let ratio = if s.prompt_tokens > 0 {
+        s.cached_tokens as f64 / s.prompt_tokens as f64
+    } else {
+        0.0
+    };
+    Timings {
+        total_duration: ns(s.queue_secs + s.prompt_secs + s.gen_secs),
+        load_duration: 0,
+        prompt_eval_count: s.prompt_tokens,
+        prompt_eval_duration: ns(s.prompt_secs),
+        eval_count: s.completion_tokens,
+        eval_duration: ns(s.gen_secs),
+        prompt_cache_hit_tokens: s.cached_tokens,
+        prompt_cache_hit_ratio: ratio,
+    }
+}
+
+/// Streams (NDJSON) or collects one generation. `tools`: the declared tool names, when the
+/// reply may call them.
+pub async fn respond(
+    m: Lease,
+    req: GenRequest,
+    stream: bool,
+    shape: Shape,
+    tools: Option<Vec<String>>,
+) -> Res {
+    let rx = generate::start(&m, req)?;
+    let name = names::tagged(&m.name);
+    let mut held = tools.map(ToolStream::new);
+    if !stream {
+        let out = collect(rx, 1).await?;
+        let c = &out[0];
+        let s = c
+            .summary
+            .as_ref()
+            .ok_or_else(|| ApiError::internal("no summary"))?;
+        let (text, calls) = match held.as_mut() {
+            Some(ts) => {
+                let mut text = ts.push(&c.text);
+                let (tail, calls) = ts.finish();
+                text.push_str(&tail);
+                (text, calls)
+            }
+            None => (c.text.clone(), Vec::new()),
+        };
+        return Ok(Json(shape.last(&name, text, &calls, s)).into_response());
+    }
+    // The closure owns the lease: the model stays loaded until the stream ends.
+    let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
+        let _hold = &m;
+        match ev {
+            None => (vec![], true),
+            Some((_, Event::Started { .. })) => (vec![], false),
+            Some((_, Event::Delta { text, .. })) => {
+                let text = match held.as_mut() {
+                    Some(ts) => ts.push(&text),
+                    None => text,
+                };
+                if text.is_empty() {
+                    return (vec![], false);
+                }
+                (vec![json_frame(&shape.frame(&name, text, &[]))], false)
+            }
+            Some((_, Event::Done(s))) => {
+                let mut out = Vec::new();
+                let (tail, calls) = held.as_mut().map(ToolStream::finish).unwrap_or_default();
+                if !tail.is_empty() || !calls.is_empty() {
+                    // Ollama sends calls in a message of their own before the final frame.
+                    out.push(json_frame(&shape.frame(&name, tail, &calls)));
+                }
+                out.push(json_frame(&shape.last(&name, String::new(), &[], &s)));
+                (out, true)
+            }
+            Some((_, Event::Failed(e))) => {
+                let error = generate::failure(e).message;
+                (vec![json_frame(&StreamError { error })], true)
+            }
+        }
+    };
+    Ok(ndjson(frames(rx, f)))
+}
+
+/// Ollama's empty request: load the model (keep it per `keep_alive`), or with `keep_alive: 0`
+/// unload it; answers with one final frame whose `done_reason` is `load` or `unload`.
+pub async fn load_or_unload(
+    st: &AppState,
+    model: Option<&str>,
+    keep_alive: Option<&Value>,
+    shape: Shape,
+) -> Res {
+    let name = model
+        .filter(|m| !m.trim().is_empty())
+        .ok_or_else(|| ApiError::invalid("model is required"))?;
+    let ka = keep_alive
+        .filter(|v| !v.is_null())
+        .map(crate::registry::KeepAlive::from_json)
+        .transpose()?;
+    let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
+        let r = st.registry.with_catalog(|c| c.resolve(name))?;
+        st.registry.unload(name)?;
+        (r.name, "unload")
+    } else {
+        let lease = st.lease(Some(name), keep_alive).await?;
+        (lease.name.clone(), "load")
+    };
+    let frame = Frame {
+        done: true,
+        done_reason: Some(reason),
+        ..shape.frame(&names::tagged(&name), String::new(), &[])
+    };
+    Ok(Json(frame).into_response())
+}

@@ -1,0 +1,49 @@
+//! `POST /v1/tokenize` and `POST /v1/detokenize` (llama.cpp server / vLLM style).
+
+use axum::extract::State;
+use axum::Json;
+
+use super::types::{DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse};
+use crate::server::error::{ApiError, OpenAiError, OpenAiErrorBody};
+use crate::server::extract::OpenAiJson;
+use crate::server::state::Shared;
+
+#[utoipa::path(post, path = "/tokenize", tag = "openai", request_body = TokenizeRequest,
+    responses((status = 200, body = TokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
+pub async fn tokenize(
+    State(st): State<Shared>,
+    OpenAiJson(b): OpenAiJson<TokenizeRequest>,
+) -> Result<Json<TokenizeResponse>, OpenAiError> {
+    let m = st.lease(b.model.as_deref(), None).await?;
+    let tokens = m.tokenizer.encode(&b.content, b.add_special, true);
+    Ok(Json(TokenizeResponse {
+        count: tokens.len(),
+        tokens,
+        max_model_len: st.cfg.n_ctx,
+    }))
+}
+
+#[utoipa::path(post, path = "/detokenize", tag = "openai", request_body = DetokenizeRequest,
+    responses((status = 200, body = DetokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
+pub async fn detokenize(
+    State(st): State<Shared>,
+    OpenAiJson(b): OpenAiJson<DetokenizeRequest>,
+) -> Result<Json<DetokenizeResponse>, OpenAiError> {
+    let m = st.lease(b.model.as_deref(), None).await?;
+    let vocab = m.tokenizer.vocab_size();
+    let mut ids = Vec::with_capacity(b.tokens.len());
+    for &t in &b.tokens {
+        if t < 0 || t as usize >= vocab {
+            return Err(ApiError::invalid(format!(
+                "token {t} is outside the vocabulary of {vocab}"
+            ))
+            .into());
+        }
+        ids.push(t as u32);
+    }
+    let text = m.tokenizer.decode(&ids, true);
+    Ok(Json(DetokenizeResponse {
+        prompt: text.clone(),
+        content: text,
+    }))
+}

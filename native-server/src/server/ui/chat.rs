@@ -1,0 +1,187 @@
+//! The chat-UI stream: SSE `token` / `thinking` frames and a terminal `done` frame
+//! (tokenCount, elapsed, tokPerSec, promptTokens, kvReusedTokens, kvReusePercent).
+//!
+//! A session tracks its conversation: a request may send only the new turn (it is appended to
+//! the tracked history) or the whole conversation (used as is when it starts with the tracked
+//! history). The prefix cache then reuses the previous turn's tokens.
+
+use axum::extract::State;
+use weft_core::chat::Message;
+use weft_core::scheduler::{Event, Finish};
+
+use super::sessions::DEFAULT_SESSION;
+use super::types::{DoneFrame, UiChatRequest, UiFrame};
+use crate::server::common::sampling::{resolve, SamplingFields};
+use crate::server::common::think::ThinkSplitter;
+use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::generate::{self, GenRequest};
+use crate::server::openai::finish_reason;
+use crate::server::state::Shared;
+use crate::server::stream::{frames, json_frame, sse};
+
+type Res = Result<axum::response::Response, PlainError>;
+
+#[utoipa::path(post, path = "/ui/chat", tag = "chat-ui", request_body = UiChatRequest,
+    responses((status = 200, description = "SSE frames: token, thinking, then done",
+               content((UiFrame = "text/event-stream"))),
+              (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
+pub async fn ui_chat(State(st): State<Shared>, ApiJson(b): ApiJson<UiChatRequest>) -> Res {
+    chat(st, b).await
+}
+
+fn same(a: &Message, b: &Message) -> bool {
+    a.role == b.role && a.content == b.content
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Frames for the text runs of a splitter; the visible text is added to `reply`.
+fn text_frames(runs: Vec<(bool, String)>, reply: &mut String) -> Vec<String> {
+    runs.into_iter()
+        .map(|(thinking, t)| {
+            if thinking {
+                json_frame(&UiFrame::Thinking { thinking: t })
+            } else {
+                reply.push_str(&t);
+                json_frame(&UiFrame::Token { token: t })
+            }
+        })
+        .collect()
+}
+
+/// The chat-UI chat, from a parsed body.
+pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
+    let m = st.lease(b.model.as_deref(), None).await?;
+    if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::invalid("tools are not supported by this server yet").into());
+    }
+    let sid = b
+        .session_id
+        .clone()
+        .unwrap_or_else(|| DEFAULT_SESSION.into());
+    let new = b.messages.unwrap_or_default();
+    if new.is_empty() {
+        return Err(ApiError::invalid("messages must not be empty").into());
+    }
+    let conversation = {
+        let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if sid != DEFAULT_SESSION && !sessions.contains_key(&sid) {
+            return Err(ApiError::not_found(format!(
+                "unknown session {sid:?}; create one with POST /api/sessions"
+            ))
+            .into());
+        }
+        let hist = sessions.entry(sid.clone()).or_default();
+        if b.new_chat {
+            hist.clear();
+        }
+        let starts_with_hist =
+            new.len() >= hist.len() && hist.iter().zip(&new).all(|(a, b)| same(a, b));
+        if starts_with_hist {
+            new
+        } else {
+            hist.iter().cloned().chain(new).collect()
+        }
+    };
+    let prompt = generate::chat_prompt(&m, &conversation, None, "")?;
+    let req_sampling = SamplingFields {
+        temperature: b.temperature,
+        top_k: b.top_k,
+        top_p: b.top_p,
+        min_p: b.min_p,
+        repeat_penalty: b.repeat_penalty,
+        seed: b.seed,
+        ..Default::default()
+    };
+    let sampling = resolve(
+        &req_sampling,
+        &st.cfg.sampling,
+        st.cfg.precedence,
+        Default::default(),
+    )?;
+    let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
+    let rx = generate::start(
+        &m,
+        GenRequest {
+            prompt,
+            sampling,
+            max_tokens,
+            stop: vec![],
+            logprobs: None,
+            n: 1,
+            ignore_eos: false,
+            json: None,
+        },
+    )?;
+    let started = std::time::Instant::now();
+    let mut reply = String::new();
+    let mut split = ThinkSplitter::default();
+    let st2 = st.clone();
+    // The closure owns the lease: the model stays loaded until the stream ends.
+    let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
+        let _hold = &m;
+        let elapsed = round3(started.elapsed().as_secs_f64());
+        match ev {
+            None => (vec![], true),
+            Some((_, Event::Started { .. })) => (vec![], false),
+            Some((_, Event::Delta { text, .. })) => {
+                (text_frames(split.push(&text), &mut reply), false)
+            }
+            Some((_, Event::Done(s))) => {
+                let mut out = text_frames(split.finish(), &mut reply);
+                let aborted = s.finish == Finish::Cancelled;
+                if !aborted {
+                    let mut sessions = st2.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(h) = sessions.get_mut(&sid) {
+                        *h = conversation.clone();
+                        h.push(Message::assistant(reply.clone()));
+                    }
+                }
+                let pct = if s.prompt_tokens > 0 {
+                    100.0 * s.cached_tokens as f64 / s.prompt_tokens as f64
+                } else {
+                    0.0
+                };
+                let tps = if s.gen_secs > 0.0 {
+                    s.completion_tokens as f64 / s.gen_secs
+                } else {
+                    0.0
+                };
+                out.push(json_frame(&UiFrame::Done(Box::new(DoneFrame {
+                    done: true,
+                    token_count: s.completion_tokens,
+                    elapsed,
+                    tok_per_sec: round3(tps),
+                    aborted,
+                    error: None,
+                    session_id: sid.clone(),
+                    prompt_tokens: s.prompt_tokens,
+                    kv_reused_tokens: s.cached_tokens,
+                    kv_reuse_percent: round3(pct),
+                    finish_reason: Some(finish_reason(&s)),
+                }))));
+                (out, true)
+            }
+            Some((_, Event::Failed(e))) => {
+                let frame = DoneFrame {
+                    done: true,
+                    token_count: 0,
+                    elapsed,
+                    tok_per_sec: 0.0,
+                    aborted: false,
+                    error: Some(e.to_string()),
+                    session_id: sid.clone(),
+                    prompt_tokens: 0,
+                    kv_reused_tokens: 0,
+                    kv_reuse_percent: 0.0,
+                    finish_reason: None,
+                };
+                (vec![json_frame(&UiFrame::Done(Box::new(frame)))], true)
+            }
+        }
+    };
+    Ok(sse(frames(rx, f)))
+}

@@ -1,0 +1,83 @@
+//! `GET /api/models` (the served models and settings as the chat UI lists them) and
+//! `GET /api/queue/status`.
+
+use axum::extract::State;
+use axum::Json;
+
+use super::types::{QueueStatus, UiModel, UiModels};
+use crate::registry::{RegistryError, Resolved};
+use crate::server::state::Shared;
+
+fn file_name(r: &Resolved) -> Option<String> {
+    r.facts
+        .path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+}
+
+/// `model` is the default, `models` every known name with whether it is loaded.
+#[utoipa::path(get, path = "/models", tag = "chat-ui", responses((status = 200, body = UiModels)))]
+pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
+    let reg = &st.registry;
+    let (default, list) = reg.with_catalog(|c| {
+        let list: Vec<(String, Result<Resolved, RegistryError>)> = c
+            .names()
+            .into_iter()
+            .map(|n| {
+                let r = c.resolve(&n);
+                (n, r)
+            })
+            .collect();
+        (c.default_name().map(str::to_string), list)
+    });
+    let models = list
+        .iter()
+        .map(|(n, r)| match r {
+            Ok(r) => UiModel {
+                name: n.clone(),
+                file: file_name(r),
+                architecture: Some(r.facts.architecture.clone()),
+                loaded: reg.is_loaded(n),
+                broken: None,
+            },
+            Err(e) => UiModel {
+                name: n.clone(),
+                file: None,
+                architecture: None,
+                loaded: false,
+                broken: Some(e.to_string()),
+            },
+        })
+        .collect();
+    let def = list
+        .iter()
+        .find(|(n, _)| Some(n) == default.as_ref())
+        .and_then(|(_, r)| r.as_ref().ok());
+    Json(UiModels {
+        file: def.and_then(file_name),
+        architecture: def.map(|r| r.facts.architecture.clone()),
+        loaded: default.as_deref().is_some_and(|d| reg.is_loaded(d)),
+        model: default,
+        backend: st.cfg.backend.clone(),
+        supported_backends: vec!["cpu", "wgpu"],
+        context_length: st.cfg.n_ctx,
+        default_max_tokens: st.cfg.max_tokens,
+        parallel: st.cfg.parallel,
+        projector: None,
+        video: None,
+        skills: None,
+        models,
+    })
+}
+
+#[utoipa::path(get, path = "/queue/status", tag = "chat-ui",
+    responses((status = 200, body = QueueStatus)))]
+pub async fn queue(State(st): State<Shared>) -> Json<QueueStatus> {
+    let t = st.registry.totals().counters;
+    Json(QueueStatus {
+        pending_requests: t.waiting,
+        running_requests: t.running,
+        queue_capacity: st.cfg.queue,
+        parallel: st.cfg.parallel,
+    })
+}

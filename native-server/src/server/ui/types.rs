@@ -1,0 +1,113 @@
+//! The chat-UI protocol's request and response bodies (`../shared/seeds`' chat-UI document).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use weft_core::chat::Message;
+
+/// `POST /api/ui/chat` (and `/api/chat` with this shape).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UiChatRequest {
+    /// Which served model (the default one when absent; see `/api/models`).
+    #[serde(alias = "modelName")]
+    pub model: Option<String>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub messages: Option<Vec<Message>>,
+    pub max_tokens: Option<i64>,
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub new_chat: bool,
+    #[allow(dead_code)]
+    pub think: Option<bool>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<Value>>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub repeat_penalty: Option<f32>,
+    pub seed: Option<i64>,
+}
+
+/// A `data:` frame of the chat-UI stream.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum UiFrame {
+    Token { token: String },
+    Thinking { thinking: String },
+    Done(Box<DoneFrame>),
+}
+
+/// The terminal frame.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DoneFrame {
+    pub done: bool,
+    pub token_count: usize,
+    pub elapsed: f64,
+    pub tok_per_sec: f64,
+    pub aborted: bool,
+    pub error: Option<String>,
+    pub session_id: String,
+    pub prompt_tokens: usize,
+    pub kv_reused_tokens: usize,
+    pub kv_reuse_percent: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCreated {
+    pub session_id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionDeleted {
+    pub ok: bool,
+    pub session_id: String,
+}
+
+/// One model in `/api/models`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UiModel {
+    pub name: String,
+    pub file: Option<String>,
+    pub architecture: Option<String>,
+    pub loaded: bool,
+    pub broken: Option<String>,
+}
+
+/// `GET /api/models`: the default model, every model, settings.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UiModels {
+    pub model: Option<String>,
+    pub file: Option<String>,
+    pub loaded: bool,
+    pub backend: String,
+    pub supported_backends: Vec<&'static str>,
+    pub architecture: Option<String>,
+    pub context_length: usize,
+    pub default_max_tokens: usize,
+    pub parallel: usize,
+    /// Vision projector, video and skills support: none yet (null).
+    #[schema(value_type = Option<Object>)]
+    pub projector: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub video: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub skills: Option<Value>,
+    pub models: Vec<UiModel>,
+}
+
+/// `GET /api/queue/status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueStatus {
+    pub pending_requests: u64,
+    pub running_requests: u64,
+    pub queue_capacity: usize,
+    pub parallel: usize,
+}
