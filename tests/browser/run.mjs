@@ -9,6 +9,9 @@
 //  3. a browser without WebGPU: backend "auto" falls back to the CPU (wasm SIMD) and gives the
 //     same 8 tokens; one chat turn through the page's UI (streamed into a bubble, stop button
 //     shown while generating); the example embedding page streams a reply.
+//  4. one way to run a model: on that CPU fallback, a greedy chat stops on the same tokens as
+//     `weft run` and `weft serve` (tests/tests/same_tokens.rs holds those two to each other):
+//     once at the end-of-generation token, once at a stop string.
 // (The chat turns run on the CPU fallback: SwiftShader needs seconds per token.)
 // Prints one JSON line of figures (tokens/s) at the end. Exit code 0 = pass.
 //
@@ -20,7 +23,7 @@ import { chromium } from "playwright-core";
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve, dirname } from "node:path";
+import { join, resolve, dirname, basename } from "node:path";
 import { fileURLToPath } from "node:url";
 import assert from "node:assert/strict";
 
@@ -34,6 +37,10 @@ const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 // tokens are not at the mercy of rounding differences between backends.
 const PROMPT = "def fibonacci(n):";
 const N = 8;
+// The chat cases of step 4 (the same as tests/tests/same_tokens.rs).
+const QUESTION = "What is 2+2?";
+const CHAT_STOP = "problem is";
+const CHAT_MAX = 24;
 const LONG = 15 * 60_000;
 
 const log = (...a) => console.error("[browser-test]", ...a);
@@ -176,6 +183,42 @@ try {
     log("wasm cpu tokens", cpu.tokens, `${cpu.timings.tokensPerS.toFixed(2)} tok/s`);
     assert.deepEqual(cpu.tokens, native.tokens, "wasm CPU vs native CPU tokens");
     figures.wasm_cpu_tok_s = cpu.timings.tokensPerS;
+
+    // One way to run a model: the same greedy chat in the CLI, the server and the browser.
+    figures.chat_tokens = {};
+    for (const stop of [null, CHAT_STOP]) {
+      const case_ = stop ? `stop string ${JSON.stringify(stop)}` : "end of generation";
+      const want = JSON.parse(execFileSync(bin, ["run", "--model", model, "--backend", "cpu",
+        "--prompt", QUESTION, "--temperature", "0", "--max-tokens", String(CHAT_MAX), "--json",
+        ...(stop ? ["--stop", stop] : [])],
+        { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop());
+      assert.equal(want.finish_reason, "stop", `CLI, ${case_}: ${JSON.stringify(want)}`);
+      assert.ok(want.tokens.length < CHAT_MAX, `CLI, ${case_}: stopped early`);
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: basename(model), messages: [{ role: "user", content: QUESTION }],
+          temperature: 0, max_tokens: CHAT_MAX, ...(stop ? { stop: [stop] } : {}) }),
+      });
+      const served = await res.json();
+      assert.equal(res.status, 200, JSON.stringify(served));
+      assert.equal(served.choices[0].message.content, want.text, `server vs CLI text, ${case_}`);
+      assert.equal(served.choices[0].finish_reason, "stop");
+      assert.equal(served.usage.completion_tokens, want.tokens.length, `server vs CLI token count, ${case_}`);
+      const got = await p2.evaluate(async ([q, max, stop]) => {
+        const g = window.weft.chat([{ role: "user", content: q }],
+          { temperature: 0, maxTokens: max, ...(stop ? { stop: [stop] } : {}) });
+        let text = "";
+        for await (const d of g) text += d;
+        return { ...(await g.result), streamed: text };
+      }, [QUESTION, CHAT_MAX, stop]);
+      log(`wasm chat, ${case_}:`, got.tokens, JSON.stringify(got.text));
+      assert.deepEqual(got.tokens, want.tokens, `wasm vs CLI tokens, ${case_}`);
+      assert.equal(got.text, want.text, `wasm vs CLI text, ${case_}`);
+      assert.equal(got.streamed, want.text);
+      assert.equal(got.finishReason, "stop");
+      figures.chat_tokens[stop ? "stop_string" : "eog"] = want.tokens;
+    }
+    assert.ok(figures.chat_tokens.stop_string.length < figures.chat_tokens.eog.length);
 
     // Cancellation: an AbortSignal stops generation after the first delta.
     const stopped = await p2.evaluate(async (prompt) => {

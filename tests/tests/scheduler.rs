@@ -1,15 +1,18 @@
 //! `weft_core::scheduler` on a real model: batched generation equals one-at-a-time greedy
-//! generation, prefix reuse keeps results identical, cancellation and the queue bound.
+//! generation (a [`Session`] on its own engine), prefix reuse keeps results identical,
+//! cancellation and the queue bound.
 
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::KvDtype;
-use weft_core::engine::{generate, Engine, EngineConfig, GenerateOptions, Greedy};
+use weft_core::engine::{Engine, EngineConfig};
+use weft_core::generation::{GenParams, Session};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::sampler::SamplerConfig;
+use weft_core::loaded::LoadedModel;
+use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{
     Event, EventSink, Finish, Request, Scheduler, SchedulerConfig, SubmitError, Summary,
 };
@@ -24,22 +27,34 @@ impl EventSink for Sink {
     }
 }
 
-fn engine(file: &Arc<ModelFile>, n_seq: usize) -> Engine {
-    let cfg = EngineConfig {
+fn config(n_seq: usize) -> EngineConfig {
+    EngineConfig {
         kv: KvCacheConfig {
             n_ctx: 256,
             n_seq,
             dtype: KvDtype::F16,
         },
         max_batch: 64,
+    }
+}
+
+fn engine(file: &Arc<ModelFile>, n_seq: usize) -> Engine {
+    let backend = Box::new(CpuBackend::new(2));
+    Engine::load(file.clone(), backend, config(n_seq), &mut |_, _| {}).unwrap()
+}
+
+/// One sequence on its own, with nothing cached: `n` greedy tokens after `prompt`.
+fn generate_alone(m: &mut LoadedModel, s: &mut Session, prompt: &[u32], n: usize) -> Vec<u32> {
+    let params = GenParams {
+        sampling: SamplerConfig::greedy(),
+        max_tokens: n,
+        ignore_eos: true,
+        ..GenParams::default()
     };
-    Engine::load(
-        file.clone(),
-        Box::new(CpuBackend::new(2)),
-        cfg,
-        &mut |_, _| {},
-    )
-    .unwrap()
+    s.reset(&mut m.engine).unwrap();
+    s.generate(m, prompt, &params, &mut |_| true)
+        .unwrap()
+        .tokens
 }
 
 fn request(prompt: Vec<u32>, max_tokens: usize, tx: mpsc::Sender<Event>) -> Request {
@@ -87,24 +102,14 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     .collect();
     const N: usize = 6;
 
-    // One at a time, with the plain generation loop.
-    let mut e1 = engine(&file, 1);
-    let mut alone = Vec::new();
-    for p in &prompts {
-        let seq = e1.new_sequence().unwrap();
-        let opts = GenerateOptions {
-            max_tokens: N,
-            ignore_eos: true,
-            ..Default::default()
-        };
-        alone.push(
-            generate(&mut e1, seq, p, &opts, &mut Greedy, &mut |_| true)
-                .unwrap()
-                .tokens,
-        );
-        e1.free_sequence(seq).unwrap();
-    }
-    drop(e1);
+    // One at a time, each on a sequence of its own.
+    let backend = Box::new(CpuBackend::new(2));
+    let mut m1 = LoadedModel::from_file(file.clone(), backend, config(1), &mut |_, _| {}).unwrap();
+    let mut s1 = m1.session().unwrap();
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| generate_alone(&mut m1, &mut s1, p, N))
+        .collect();
 
     // All at once through the scheduler (prefill chunks of 5 so prompts span several steps).
     let (sched, handle) = Scheduler::new(
@@ -145,16 +150,8 @@ fn batched_greedy_equals_sequential_and_prefix_reuse_is_exact() {
     handle.submit(request(follow.clone(), N, tx)).unwrap();
     let (ids, s) = drain(rx);
     assert!(s.cached_tokens >= prompts[0].len() + N - 1, "{s:?}");
-    let mut e2 = engine(&file, 1);
-    let seq = e2.new_sequence().unwrap();
-    let opts = GenerateOptions {
-        max_tokens: N,
-        ignore_eos: true,
-        ..Default::default()
-    };
-    let fresh = generate(&mut e2, seq, &follow, &opts, &mut Greedy, &mut |_| true)
-        .unwrap()
-        .tokens;
+    let fresh = generate_alone(&mut m1, &mut s1, &follow, N);
+    drop(m1);
     assert_eq!(ids, fresh, "prefix reuse changed the result");
 
     // A receiver that is gone cancels the request.
@@ -203,4 +200,99 @@ fn a_full_queue_refuses_requests() {
         Err(SubmitError::QueueFull(2))
     );
     assert_eq!(handle.stats().snapshot().requests_rejected, 1);
+}
+
+/// The scheduler and a [`Session`] run the same per-sequence logic: seeded sampling with
+/// penalties and a stop string, and a JSON-schema constraint, give the same tokens, text and
+/// finish either way.
+#[test]
+fn session_and_scheduler_agree_on_sampling_stops_and_json() {
+    let Some(path) = model_path("smollm2") else {
+        return;
+    };
+    let file = Arc::new(ModelFile::open(&path).unwrap());
+    let backend = Box::new(CpuBackend::new(2));
+    let mut m = LoadedModel::from_file(file.clone(), backend, config(1), &mut |_, _| {}).unwrap();
+    let mut session = m.session().unwrap();
+    let (sched, handle) = Scheduler::new(
+        engine(&file, 2),
+        m.tokenizer.clone(),
+        SchedulerConfig::default(),
+    )
+    .unwrap();
+    let runner = std::thread::spawn(move || sched.run());
+    let schema = serde_json::json!({"type": "object",
+        "properties": {"answer": {"type": "integer"}}, "required": ["answer"]});
+    let cases = [
+        (
+            "Once upon a time",
+            GenParams {
+                sampling: SamplerConfig {
+                    temperature: 0.9,
+                    seed: Some(7),
+                    repeat_penalty: 1.3,
+                    presence_penalty: 0.4,
+                    frequency_penalty: 0.2,
+                    ..SamplerConfig::default()
+                },
+                max_tokens: 16,
+                // In this seed's story (", the British built Fort ...").
+                stop: vec!["Fort".into()],
+                ..GenParams::default()
+            },
+        ),
+        (
+            "The answer in JSON:",
+            GenParams {
+                sampling: SamplerConfig::greedy(),
+                max_tokens: 24,
+                json: Some(Arc::new(JsonSchema::compile(&schema).unwrap())),
+                ..GenParams::default()
+            },
+        ),
+    ];
+    for (prompt, params) in cases {
+        let ids = m.encode_prompt(prompt, false);
+        session.reset(&mut m.engine).unwrap();
+        let alone = session
+            .generate(&mut m, &ids, &params, &mut |_| true)
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        handle
+            .submit(Request {
+                prompt: ids.clone(),
+                sampling: params.sampling.clone(),
+                max_tokens: params.max_tokens,
+                stop: params.stop.clone(),
+                ignore_eos: false,
+                logprobs: None,
+                json: params.json.clone(),
+                sink: Box::new(Sink(tx)),
+            })
+            .unwrap();
+        let mut text = String::new();
+        let mut tokens = Vec::new();
+        let summary = loop {
+            match rx.recv().unwrap() {
+                Event::Delta {
+                    text: t,
+                    tokens: ts,
+                } => {
+                    text.push_str(&t);
+                    tokens.extend(ts.iter().map(|t| t.id));
+                }
+                Event::Done(s) => break s,
+                Event::Failed(e) => panic!("{e}"),
+                Event::Started { .. } => {}
+            }
+        };
+        eprintln!("{prompt:?}: {:?} {:?}", alone.text, alone.finish);
+        assert_eq!(tokens, alone.tokens, "{prompt:?}");
+        assert_eq!(text, alone.text, "{prompt:?}");
+        assert_eq!(summary.finish, alone.finish, "{prompt:?}");
+        // Both cases end early: at the stop string, and when the JSON value is complete.
+        assert_eq!(alone.finish, Finish::Stop, "{prompt:?}: {:?}", alone.text);
+    }
+    handle.shutdown();
+    runner.join().unwrap();
 }

@@ -16,12 +16,11 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 use weft_core::backend::wgpu::{AdapterSummary, WgpuBackend, WgpuOptions};
 use weft_core::backend::{cpu::CpuBackend, Backend};
-use weft_core::chat::ChatTemplate;
-use weft_core::engine::{Engine, EngineConfig};
+use weft_core::engine::EngineConfig;
+use weft_core::generation::Session;
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::sampler::eog_tokens;
-use weft_core::tokenizer::Tokenizer;
+use weft_core::loaded::{LoadError, LoadedModel};
 
 use crate::js::error;
 use crate::options::CreateOptions;
@@ -29,17 +28,11 @@ use crate::options::CreateOptions;
 /// Default context length (tokens).
 const DEFAULT_CTX: usize = 2048;
 
-/// A loaded model and its single chat sequence.
+/// A loaded model and its single chat sequence (whose cached prefix the next request reuses).
 struct Loaded {
-    engine: Engine,
-    tokenizer: Tokenizer,
-    template: Option<ChatTemplate>,
-    stop_ids: Vec<u32>,
-    seq: u32,
-    /// Ids whose keys/values the sequence holds (reused as a prefix by the next request).
-    cached: Vec<u32>,
+    model: LoadedModel,
+    session: Session,
     name: String,
-    architecture: String,
     file_size: usize,
     n_ctx: usize,
 }
@@ -189,13 +182,6 @@ impl WeftEngine {
             ModelFile::from_vec(bytes)
                 .map_err(|e| error(format!("not a usable GGUF model: {e}")))?,
         );
-        let tokenizer = Tokenizer::from_gguf(&file.gguf)
-            .map_err(|e| error(format!("unsupported model tokenizer: {e}")))?;
-        let template = ChatTemplate::from_gguf(&file.gguf)
-            .ok()
-            .map(|t| t.with_now(js::unix_secs()));
-        let mut stop_ids = eog_tokens(&file.gguf);
-        stop_ids.extend(tokenizer.eog_ids());
         let backend: Box<dyn Backend> = match self.fresh.take() {
             Some(b) => b,
             None if self.backend == "webgpu" => {
@@ -231,32 +217,30 @@ impl WeftEngine {
                 );
             }
         };
-        let mut engine = Engine::load(file.clone(), backend, cfg, &mut |d, t| {
-            progress("upload", d, t)
-        })
-        .map_err(|e| error(format!("cannot load the model: {e}")))?;
+        let mut model =
+            LoadedModel::from_file(file, backend, cfg, &mut |d, t| progress("upload", d, t))
+                .map_err(|e| match e {
+                    LoadError::Tokenizer(e) => error(format!("unsupported model tokenizer: {e}")),
+                    e => error(format!("cannot load the model: {e}")),
+                })?;
+        model.template = model.template.map(|t| t.with_now(js::unix_secs()));
         // One step on a throw-away position compiles every kernel a step needs, so the first
         // answer is not slowed (or its timing skewed) by shader compilation.
         progress("compile", 0, 1);
         js::yield_now().await;
-        let seq = engine.new_sequence().map_err(error)?;
-        let warm = tokenizer.bos().unwrap_or(0);
-        engine
-            .prefill_async(seq, &[warm, warm])
+        let mut session = model.session().map_err(error)?;
+        let warm = model.tokenizer.bos().unwrap_or(0);
+        model
+            .engine
+            .prefill_async(session.seq(), &[warm, warm])
             .await
             .map_err(|e| error(format!("the first step failed: {e}")))?;
-        engine.truncate(seq, 0).map_err(error)?;
+        session.reset(&mut model.engine).map_err(error)?;
         progress("compile", 1, 1);
-        let architecture = engine.model_info().architecture.clone();
         self.loaded = Some(Loaded {
-            engine,
-            tokenizer,
-            template,
-            stop_ids,
-            seq,
-            cached: Vec::new(),
+            model,
+            session,
             name,
-            architecture,
             file_size,
             n_ctx,
         });
@@ -280,17 +264,17 @@ impl WeftEngine {
             })
         });
         let model = self.loaded.as_ref().map(|l| {
-            let i = l.engine.model_info();
+            let i = l.model.engine.model_info();
             serde_json::json!({
                 "name": l.name,
-                "architecture": l.architecture,
+                "architecture": i.architecture,
                 "fileSize": l.file_size,
                 "vocab": i.n_vocab,
                 "layers": i.n_layer,
                 "embedding": i.n_embd,
                 "contextSize": l.n_ctx,
                 "trainedContext": i.n_ctx_train,
-                "chatTemplate": l.template.is_some(),
+                "chatTemplate": l.model.chat_template().is_some(),
             })
         });
         js::to_js(&serde_json::json!({
@@ -311,16 +295,12 @@ impl WeftEngine {
     /// Token ids of `text` as the model's tokenizer splits it (with its BOS rule).
     pub fn tokenize(&self, text: &str, special: Option<bool>) -> Result<Vec<u32>, JsValue> {
         let l = self.model()?;
-        Ok(generate::encode(
-            &l.tokenizer,
-            text,
-            special.unwrap_or(false),
-        ))
+        Ok(l.model.encode_prompt(text, special.unwrap_or(false)))
     }
 
     /// The text of token ids.
     pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsValue> {
-        Ok(self.model()?.tokenizer.decode(ids, false))
+        Ok(self.model()?.model.tokenizer.decode(ids, false))
     }
 
     /// Generates a reply to `messages` (OpenAI-style `[{role, content}]`) with the model's chat
@@ -336,7 +316,7 @@ impl WeftEngine {
         let msgs: Vec<weft_core::chat::Message> = js::from_js(&messages, "messages")?;
         let opts: options::GenOptions = js::from_js(&options, "chat options")?;
         let l = self.model_mut()?;
-        let t = l.template.as_ref().ok_or_else(|| {
+        let t = l.model.chat_template().ok_or_else(|| {
             error("this model has no chat template; use complete() with a raw prompt")
         })?;
         if msgs.is_empty() {
@@ -345,7 +325,7 @@ impl WeftEngine {
         let text = t
             .render(&msgs, None, true, opts.template_vars.clone())
             .map_err(|e| error(format!("chat template: {e}")))?;
-        let ids = generate::encode(&l.tokenizer, &text, true);
+        let ids = l.model.encode_prompt(&text, true);
         generate::run(l, ids, &opts, &on_text, &signal).await
     }
 
@@ -359,16 +339,14 @@ impl WeftEngine {
     ) -> Result<JsValue, JsValue> {
         let opts: options::GenOptions = js::from_js(&options, "complete options")?;
         let l = self.model_mut()?;
-        let ids = generate::encode(&l.tokenizer, &prompt, opts.special);
+        let ids = l.model.encode_prompt(&prompt, opts.special);
         generate::run(l, ids, &opts, &on_text, &signal).await
     }
 
     /// Forgets the cached conversation (the next request prefills from scratch).
     pub fn reset(&mut self) -> Result<(), JsValue> {
         let l = self.model_mut()?;
-        l.engine.truncate(l.seq, 0).map_err(error)?;
-        l.cached.clear();
-        Ok(())
+        l.session.reset(&mut l.model.engine).map_err(error)
     }
 }
 

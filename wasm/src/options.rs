@@ -1,7 +1,13 @@
 //! Engine and generation options as the JavaScript API spells them (camelCase).
 
+use std::sync::Arc;
+
 use serde::Deserialize;
-use weft_core::sampler::SamplerConfig;
+use wasm_bindgen::JsValue;
+use weft_core::generation::GenParams;
+use weft_core::sampler::{JsonSchema, SamplerConfig};
+
+use crate::js::error;
 
 /// `Weft.create(options)`.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -51,6 +57,9 @@ pub struct GenOptions {
     pub special: bool,
     /// `chat` only: extra template variables, e.g. `{"enable_thinking": false}`.
     pub template_vars: Option<serde_json::Value>,
+    /// Structured output: the reply is one JSON value of this JSON Schema (`{}` or
+    /// `{"type": "object"}` for any object), and generation stops when it is complete.
+    pub json_schema: Option<serde_json::Value>,
 }
 
 impl Default for GenOptions {
@@ -70,23 +79,37 @@ impl Default for GenOptions {
             ignore_eos: false,
             special: false,
             template_vars: None,
+            json_schema: None,
         }
     }
 }
 
 impl GenOptions {
-    /// The sampler settings (`seed` None is filled by the caller).
-    pub fn sampler(&self) -> SamplerConfig {
-        SamplerConfig {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repeat_penalty: self.repeat_penalty,
-            presence_penalty: self.presence_penalty,
-            frequency_penalty: self.frequency_penalty,
-            seed: self.seed,
-            ..SamplerConfig::default()
-        }
+    /// The generation settings (`seed` None is filled by the caller).
+    pub fn params(&self) -> Result<GenParams, JsValue> {
+        let json = match &self.json_schema {
+            None => None,
+            Some(s) => Some(Arc::new(
+                JsonSchema::compile(s).map_err(|e| error(format!("jsonSchema: {e}")))?,
+            )),
+        };
+        Ok(GenParams {
+            sampling: SamplerConfig {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+                min_p: self.min_p,
+                repeat_penalty: self.repeat_penalty,
+                presence_penalty: self.presence_penalty,
+                frequency_penalty: self.frequency_penalty,
+                seed: self.seed,
+                ..SamplerConfig::default()
+            },
+            max_tokens: self.max_tokens,
+            stop: self.stop.clone(),
+            ignore_eos: self.ignore_eos,
+            json,
+            ..GenParams::default()
+        })
     }
 }

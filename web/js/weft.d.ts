@@ -45,6 +45,8 @@ export interface GenerateOptions {
   special?: boolean;
   /** chat(): extra chat-template variables. */
   templateVars?: Record<string, unknown>;
+  /** Structured output: the reply is one JSON value of this JSON Schema; generation stops when it is complete. */
+  jsonSchema?: Record<string, unknown>;
   signal?: AbortSignal;
 }
 

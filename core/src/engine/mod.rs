@@ -2,15 +2,12 @@
 //!
 //! [`Engine::step`] runs one batch of rows that may mix sequences (prefill chunks and decode
 //! tokens), which is what continuous batching needs; [`Engine::prefill`] and
-//! [`Engine::decode`] are the one-sequence conveniences on top. [`generate`] is the generation
-//! loop used by `weft run`.
+//! [`Engine::decode`] are the one-sequence conveniences on top. Generating text on them is
+//! [`generation`](crate::generation)'s work.
 
-mod generate;
 mod step_async;
 
 use std::sync::Arc;
-
-pub use generate::{generate, Chooser, FinishReason, GenerateOptions, Generation, Greedy, StepTop};
 
 use crate::backend::{Backend, BackendError, KvCacheId, KvCacheSpec};
 use crate::gguf::ModelFile;

@@ -16,6 +16,30 @@ use crate::gguf::ModelFile;
 /// Architectures (`general.architecture`) this crate can run.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2"];
 
+/// What a family's models are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Decoders: they continue text (completion, and chat with a template).
+    Generate,
+    /// Encoders: they turn text into an embedding vector.
+    Embed,
+}
+
+/// The role of each architecture in [`SUPPORTED_ARCHITECTURES`].
+pub const FAMILY_ROLES: &[(&str, Role)] = &[
+    ("gemma3", Role::Generate),
+    ("llama", Role::Generate),
+    ("qwen2", Role::Generate),
+];
+
+/// The role of an architecture's models; None for architectures this crate cannot run.
+pub fn role(architecture: &str) -> Option<Role> {
+    FAMILY_ROLES
+        .iter()
+        .find(|(a, _)| *a == architecture)
+        .map(|&(_, r)| r)
+}
+
 /// Why a model could not be built.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum ModelError {
@@ -61,4 +85,16 @@ pub fn load(
         "gemma3" => Box::new(gemma3::Gemma3::load(&mut loader)?),
         _ => return Err(ModelError::UnsupportedArchitecture(arch)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_supported_architecture_has_a_role() {
+        let mut with_role: Vec<&str> = super::FAMILY_ROLES.iter().map(|(a, _)| *a).collect();
+        with_role.sort_unstable();
+        let mut supported = super::SUPPORTED_ARCHITECTURES.to_vec();
+        supported.sort_unstable();
+        assert_eq!(with_role, supported);
+    }
 }

@@ -1,4 +1,5 @@
-//! Token sampling: the sampler chain, stop strings, end-of-generation tokens, log-probabilities.
+//! Token sampling: the sampler chain, stop strings, log-probabilities. (Which tokens end
+//! generation is the tokenizer's: [`Tokenizer::eog_ids`](crate::tokenizer::Tokenizer::eog_ids).)
 //!
 //! The chain follows llama.cpp's common sampler: repetition / presence / frequency penalties →
 //! logit bias → top-k → top-p → min-p → temperature → a seeded draw (temperature 0 is greedy).
@@ -10,7 +11,6 @@
 mod chain;
 mod config;
 mod constrain;
-mod eog;
 mod json_acceptor;
 mod json_schema;
 mod logprobs;
@@ -23,7 +23,6 @@ use thiserror::Error;
 pub use chain::{argmax, Candidate, Sampler};
 pub use config::SamplerConfig;
 pub use constrain::{best_allowed, JsonConstraint, TokenTexts};
-pub use eog::eog_tokens;
 pub use json_acceptor::JsonAcceptor;
 pub use json_schema::JsonSchema;
 pub use logprobs::{logprob, top_logprobs};

@@ -13,9 +13,10 @@
 mod request;
 mod run;
 mod sequence;
-mod slots;
+pub(crate) mod slots;
 mod stats;
 
 pub use request::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
+pub(crate) use run::prompt_problem;
 pub use run::{Handle, Scheduler, SchedulerConfig, SubmitError};
 pub use stats::{Histogram, Stats, StatsSnapshot};

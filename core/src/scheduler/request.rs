@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::generation::GenParams;
+pub use crate::generation::{Finish, TokenInfo};
 use crate::sampler::{JsonSchema, SamplerConfig};
 
 /// One generation request: prompt ids, sampling, limits and where events go.
@@ -23,6 +25,21 @@ pub struct Request {
     pub json: Option<Arc<JsonSchema>>,
     /// Where events go.
     pub sink: Box<dyn EventSink>,
+}
+
+impl Request {
+    /// The generation settings of this request.
+    pub fn params(&self) -> GenParams {
+        GenParams {
+            sampling: self.sampling.clone(),
+            max_tokens: self.max_tokens,
+            stop: self.stop.clone(),
+            ignore_eos: self.ignore_eos,
+            logprobs: self.logprobs,
+            json: self.json.clone(),
+            special_text: false,
+        }
+    }
 }
 
 /// Receives a request's events, in order. Called from the scheduler thread: must not block.
@@ -68,38 +85,6 @@ pub enum Failure {
     /// The engine failed while running the request: the server's fault.
     #[error("inference failed: {0}")]
     Engine(String),
-}
-
-/// One generated token.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TokenInfo {
-    pub id: u32,
-    /// ln p of this token under the model's raw distribution (when logprobs were asked).
-    pub logprob: Option<f32>,
-    /// The best alternatives as (id, ln p), most likely first (when logprobs were asked).
-    pub top: Vec<(u32, f32)>,
-}
-
-/// Why a request ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    /// End-of-generation token or stop string.
-    Stop,
-    /// `max_tokens` reached or the context is full.
-    Length,
-    /// The client went away or the server is shutting down.
-    Cancelled,
-}
-
-impl Finish {
-    /// The OpenAI / Ollama name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Finish::Stop => "stop",
-            Finish::Length => "length",
-            Finish::Cancelled => "cancelled",
-        }
-    }
 }
 
 /// Figures of a finished request.

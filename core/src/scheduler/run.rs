@@ -11,7 +11,8 @@ use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
 use crate::engine::{Engine, EngineError, Row};
-use crate::sampler::{JsonConstraint, Sampler, TokenTexts};
+use crate::generation::SequenceState;
+use crate::sampler::TokenTexts;
 use crate::tokenizer::Tokenizer;
 
 /// Scheduler settings.
@@ -211,7 +212,14 @@ impl Scheduler {
                 req.sink.send(Event::Failed(Failure::Rejected(msg)));
                 continue;
             }
-            let sampler = match Sampler::new(req.sampling.clone()) {
+            let tok = &self.tokenizer;
+            let texts = &mut self.texts;
+            let state = SequenceState::new(&req.params(), &req.prompt, || {
+                texts
+                    .get_or_insert_with(|| Arc::new(TokenTexts::new(tok)))
+                    .clone()
+            });
+            let state = match state {
                 Ok(s) => s,
                 Err(e) => {
                     self.stats.requests_failed.fetch_add(1, Relaxed);
@@ -238,15 +246,7 @@ impl Scheduler {
                 prompt_tokens: req.prompt.len(),
                 cached_tokens: reuse,
             };
-            let constraint = req.json.clone().map(|schema| {
-                let tok = &self.tokenizer;
-                let texts = self
-                    .texts
-                    .get_or_insert_with(|| Arc::new(TokenTexts::new(tok)))
-                    .clone();
-                JsonConstraint::new(schema, texts)
-            });
-            let mut seq = Sequence::new(req, sampler, constraint, slot, reuse, submitted);
+            let mut seq = Sequence::new(req, state, slot, reuse, submitted);
             if seq.req.sink.send(started) {
                 self.active.push(seq);
             } else {
@@ -258,23 +258,14 @@ impl Scheduler {
 
     /// Reasons a request cannot run at all.
     fn check(&self, req: &Request) -> Result<(), String> {
-        let n_ctx = self.engine.config().kv.n_ctx;
-        let n_vocab = self.engine.model_info().n_vocab;
-        if req.prompt.is_empty() {
-            return Err("the prompt is empty".into());
+        match prompt_problem(
+            &req.prompt,
+            self.engine.config().kv.n_ctx,
+            self.engine.model_info().n_vocab,
+        ) {
+            Some(msg) => Err(msg),
+            None => Ok(()),
         }
-        if req.prompt.len() >= n_ctx {
-            return Err(format!(
-                "the prompt has {} tokens but the context holds {n_ctx}",
-                req.prompt.len()
-            ));
-        }
-        if let Some(&bad) = req.prompt.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(format!(
-                "token id {bad} is outside the vocabulary of {n_vocab}"
-            ));
-        }
-        Ok(())
     }
 
     fn drop_cancelled(&mut self) {
@@ -377,7 +368,7 @@ impl Scheduler {
             let s = &mut self.active[i];
             let room = self.slots[s.slot].cached.len() < n_ctx;
             let prev = s.last_token;
-            let generated = s.generated;
+            let generated = s.generated();
             let outcome = s.accept(logits, &self.tokenizer, room);
             if let Some(t) = s.last_token {
                 match prev {
@@ -387,7 +378,7 @@ impl Scheduler {
             }
             self.stats
                 .generation_tokens
-                .fetch_add((s.generated - generated) as u64, Relaxed);
+                .fetch_add((s.generated() - generated) as u64, Relaxed);
             if let Outcome::Finished(f) = outcome {
                 done.push((i, f));
             }
@@ -424,4 +415,22 @@ impl Scheduler {
 /// Position of sequence `i`'s rows in the step (rows are laid out in `fed` order).
 fn rows_order(fed: &[(usize, usize)], i: usize) -> usize {
     fed.iter().position(|&(j, _)| j == i).unwrap_or(usize::MAX)
+}
+
+/// Why a prompt cannot be generated from at all (empty, no room left in a context of `n_ctx`
+/// for an answer, ids outside a vocabulary of `n_vocab`); None when it can.
+pub(crate) fn prompt_problem(prompt: &[u32], n_ctx: usize, n_vocab: usize) -> Option<String> {
+    if prompt.is_empty() {
+        return Some("the prompt is empty".into());
+    }
+    if prompt.len() >= n_ctx {
+        return Some(format!(
+            "the prompt has {} tokens but the context holds {n_ctx}",
+            prompt.len()
+        ));
+    }
+    prompt
+        .iter()
+        .find(|&&t| t as usize >= n_vocab)
+        .map(|bad| format!("token id {bad} is outside the vocabulary of {n_vocab}"))
 }

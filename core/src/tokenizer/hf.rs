@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 use super::bpe::char_to_byte;
+use super::eog::{self, first_of};
 use super::TokenizerError;
 
 /// How a vocabulary string maps back to bytes, read from the `decoder` section.
@@ -91,14 +92,17 @@ impl HfTokenizer {
                 .find_map(|n| named(n))
         });
         let eos = EOS_NAMES.iter().find_map(|n| named(n));
-        let mut eog: Vec<u32> = super::vocab::EOG_TEXTS
-            .iter()
-            .chain(&["</s>", "<eos>"])
-            .filter_map(|n| named(n))
-            .chain(eos.filter(|_| eos != named("[SEP]")))
-            .collect();
-        eog.sort_unstable();
-        eog.dedup();
+        // BERT's [SEP] closes a sequence but never ends generation.
+        let find = |t: &str| named(t);
+        let ids = eog::Named {
+            eos: eos.filter(|_| eos != named("[SEP]")),
+            eot: first_of(eog::EOT_TEXTS, &find),
+            eom: first_of(eog::EOM_TEXTS, &find),
+            fim_pad: first_of(eog::FIM_PAD_TEXTS, &find),
+            fim_rep: first_of(eog::FIM_REP_TEXTS, &find),
+            fim_sep: first_of(eog::FIM_SEP_TEXTS, &find),
+        };
+        let eog = eog::end_of_generation(&ids, &find, &|id| special.contains(&id)).ids;
         Ok(HfTokenizer {
             parse,
             literal,

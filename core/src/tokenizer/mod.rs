@@ -27,6 +27,7 @@
 
 mod bpe;
 mod decode;
+mod eog;
 #[cfg(not(target_arch = "wasm32"))]
 mod hf;
 mod pretok;
@@ -117,6 +118,22 @@ impl Tokenizer {
         }
     }
 
+    /// Rendered prompt text (a chat template's output, or a raw prompt) to ids: like
+    /// `encode(text, true, parse_special)`, except that a BOS the text already starts with is
+    /// not doubled. BOS is added only when the model wants one
+    /// ([`add_bos_default`](Self::add_bos_default)) and the text does not begin with it
+    /// (templates such as Gemma's and Llama 3's write `{{ bos_token }}` themselves). Every
+    /// caller that turns a prompt into ids (the CLI, the server, the browser build) uses this.
+    pub fn encode_prompt(&self, text: &str, parse_special: bool) -> Vec<u32> {
+        let mut ids = self.encode(text, true, parse_special);
+        if let (true, Some(bos)) = (self.add_bos_default(), self.bos()) {
+            if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
+                ids.remove(0);
+            }
+        }
+        ids
+    }
+
     /// Whether `encode(.., add_special = true, ..)` starts with BOS.
     pub fn add_bos_default(&self) -> bool {
         match &self.inner {
@@ -171,7 +188,8 @@ impl Tokenizer {
         }
     }
 
-    /// Every id that ends generation (EOS, end-of-turn, FIM separators ...), sorted.
+    /// Every id that ends generation (EOS, end-of-turn, FIM separators ...), sorted: the one
+    /// end-of-generation set of the model (rules in `tokenizer/eog.rs`, llama.cpp's).
     pub fn eog_ids(&self) -> &[u32] {
         match &self.inner {
             Inner::Gguf(v) => &v.eog,

@@ -2,6 +2,7 @@
 //! token attributes, special ids, add-BOS defaults and end-of-generation ids.
 
 use super::bpe::BpeMerges;
+use super::eog::{self, first_of};
 use super::pretok::PreTokenizer;
 use super::special::SpecialMatcher;
 use super::table::TextTable;
@@ -66,51 +67,6 @@ fn bad(key: &str, msg: impl Into<String>) -> TokenizerError {
         msg: msg.into(),
     }
 }
-
-/// Token texts whose presence makes a token end generation (llama.cpp's list).
-pub(crate) const EOG_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<|return|>",
-    "<|call|>",
-    "<|flush|>",
-    "<|calls|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<|eom_id|>",
-    "<EOT>",
-    "_<EOT>",
-    "[EOT]",
-    "[EOS]",
-    "<|end_of_text|>",
-    "<end_of_utterance>",
-];
-
-/// End-of-turn candidates, in the order we prefer them when metadata names none.
-const EOT_TEXTS: &[&str] = &[
-    "<|eot_id|>",
-    "<|im_end|>",
-    "<|end|>",
-    "<end_of_turn>",
-    "<|endoftext|>",
-    "<|end_of_text|>",
-    "<EOT>",
-    "_<EOT>",
-    "[EOT]",
-    "<｜end▁of▁sentence｜>",
-    "<end_of_utterance>",
-];
-
-const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
-const FIM_REP_TEXTS: &[&str] = &[
-    "<|fim_repo|>",
-    "<|repo_name|>",
-    "<fim-repo>",
-    "<REPO>",
-    "<reponame>",
-];
-const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 
 impl GgufVocab {
     pub fn from_gguf(g: &Gguf) -> Result<Self, TokenizerError> {
@@ -245,66 +201,49 @@ impl GgufVocab {
         }
 
         // Tokens found by text are forced to be control tokens, as llama.cpp does.
-        let find = |list: &[&str], texts: &TextTable| -> Option<u32> {
-            list.iter()
-                .filter_map(|t| texts.get(t.as_bytes()))
-                .find(|&id| (id as usize) < n)
-        };
-        let force_control = |id: Option<u32>, attrs: &mut Vec<u16>| {
-            if let Some(id) = id {
-                attrs[id as usize] |= attr::CONTROL;
+        let find = |t: &str| texts.get(t.as_bytes()).filter(|&id| (id as usize) < n);
+        let by_text = |slot: &mut Option<u32>, list: &[&str], attrs: &mut Vec<u16>| {
+            if slot.is_none() {
+                *slot = first_of(list, &find);
+                if let Some(id) = *slot {
+                    attrs[id as usize] |= attr::CONTROL;
+                }
             }
         };
-        if eot.is_none() {
-            eot = find(EOT_TEXTS, &texts);
-            force_control(eot, &mut attrs);
-        }
-        if eom.is_none() {
-            eom = find(&["<|eom_id|>"], &texts);
-            force_control(eom, &mut attrs);
-        }
-        if fim_pad.is_none() {
-            fim_pad = find(FIM_PAD_TEXTS, &texts);
-            force_control(fim_pad, &mut attrs);
-        }
-        if fim_rep.is_none() {
-            fim_rep = find(FIM_REP_TEXTS, &texts);
-            force_control(fim_rep, &mut attrs);
-        }
-        if fim_sep.is_none() {
-            fim_sep = find(FIM_SEP_TEXTS, &texts);
-            force_control(fim_sep, &mut attrs);
-        }
+        by_text(&mut eot, eog::EOT_TEXTS, &mut attrs);
+        by_text(&mut eom, eog::EOM_TEXTS, &mut attrs);
+        by_text(&mut fim_pad, eog::FIM_PAD_TEXTS, &mut attrs);
+        by_text(&mut fim_rep, eog::FIM_REP_TEXTS, &mut attrs);
+        by_text(&mut fim_sep, eog::FIM_SEP_TEXTS, &mut attrs);
         // Control tokens named "unused" are also unused.
         for (id, a) in attrs.iter_mut().enumerate() {
             if *a & attr::CONTROL != 0 && texts.text(id as u32).windows(6).any(|w| w == b"unused") {
                 *a |= attr::UNUSED;
             }
         }
-        let mut eog: Vec<u32> = [fim_pad, fim_rep, fim_sep].into_iter().flatten().collect();
-        for t in EOG_TEXTS {
-            if let Some(id) = texts.get(t.as_bytes()).filter(|&id| (id as usize) < n) {
-                eog.push(id);
-                attrs[id as usize] |= attr::CONTROL;
-            }
+        let named = eog::Named {
+            eos,
+            eot,
+            eom,
+            fim_pad,
+            fim_rep,
+            fim_sep,
+        };
+        let ends =
+            eog::end_of_generation(&named, &find, &|id| attrs[id as usize] & attr::CONTROL != 0);
+        for &id in &ends.by_text {
+            attrs[id as usize] |= attr::CONTROL;
         }
         // gpt-oss renders these structural tokens as text.
         for t in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(id) = texts.get(t.as_bytes()).filter(|&id| (id as usize) < n) {
+            if let Some(id) = find(t) {
                 attrs[id as usize] = attr::USER_DEFINED;
             }
         }
-        eog.extend([eos, eot, eom].into_iter().flatten());
-        eog.sort_unstable();
-        eog.dedup();
-        // With both <|return|> and <|call|> (or <|calls|> and <|flush|>), <|end|> is not an end.
-        let has = |t: &str| eog.iter().any(|&id| texts.text(id) == t.as_bytes());
-        if (has("<|return|>") && has("<|call|>")) || (has("<|calls|>") && has("<|flush|>")) {
-            if let Some(end) = texts.get(b"<|end|>") {
-                eog.retain(|&id| id != end);
-                attrs[end as usize] = attr::USER_DEFINED;
-            }
+        if let Some(end) = ends.demoted_end {
+            attrs[end as usize] = attr::USER_DEFINED;
         }
+        let eog = ends.ids;
 
         let special = SpecialMatcher::build(&texts, &attrs);
         Ok(GgufVocab {

@@ -11,6 +11,7 @@ use serde_json::json;
 use weft_core::engine::{Engine, EngineConfig};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
+use weft_core::loaded::LoadedModel;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -74,8 +75,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         },
         max_batch: a.n_prompt.max(1),
     };
-    let mut engine =
-        Engine::load(file, backend, cfg, &mut |_, _| {}).context("loading the model")?;
+    let mut model =
+        LoadedModel::from_file(file, backend, cfg, &mut |_, _| {}).context("loading the model")?;
+    let engine = &mut model.engine;
     let vocab = engine.model_info().n_vocab as u64;
     // Token ids spread over the vocabulary, as llama-bench's random prompt; fixed for repeatability.
     let token = |i: usize| ((i as u64 * 7919 + 13) % vocab) as u32;
@@ -102,10 +104,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         engine.free_sequence(seq)?;
         Ok((pp, tg))
     };
-    once(&mut engine)?; // warm-up: page in the weights, as llama-bench does
+    once(engine)?; // warm-up: page in the weights, as llama-bench does
     let (mut pps, mut tgs) = (Vec::new(), Vec::new());
     for _ in 0..a.reps {
-        let (pp, tg) = once(&mut engine)?;
+        let (pp, tg) = once(engine)?;
         pps.extend(pp);
         tgs.extend(tg);
     }

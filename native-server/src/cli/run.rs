@@ -10,11 +10,12 @@ use clap::Args;
 use serde_json::json;
 use weft_core::backend::KvDtype;
 use weft_core::chat::{ChatTemplate, Message};
-use weft_core::engine::{self, Chooser, Engine, EngineConfig, GenerateOptions, Generation};
+use weft_core::engine::EngineConfig;
+use weft_core::generation::{GenParams, Generated, Session};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::sampler::{eog_tokens, Sampler, SamplerConfig};
-use weft_core::tokenizer::{StreamDecoder, Tokenizer};
+use weft_core::loaded::LoadedModel;
+use weft_core::sampler::SamplerConfig;
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -55,6 +56,9 @@ pub struct RunArgs {
     /// Keep generating past end-of-generation tokens.
     #[arg(long)]
     ignore_eos: bool,
+    /// Stop when the text contains this string (repeatable); the string is not printed.
+    #[arg(long)]
+    stop: Vec<String>,
     #[command(flatten)]
     backend: BackendArgs,
     /// Context length in tokens (prompt and answer).
@@ -69,23 +73,6 @@ pub struct RunArgs {
     /// With --json: the K best raw logits of every step.
     #[arg(long, default_value_t = 0)]
     logits: usize,
-}
-
-/// The sampler as the generation loop's token chooser; it keeps the history the penalties need.
-struct SamplerChooser {
-    sampler: Sampler,
-    history: Vec<u32>,
-    scratch: Vec<f32>,
-}
-
-impl Chooser for SamplerChooser {
-    fn choose(&mut self, logits: &[f32]) -> u32 {
-        self.scratch.clear();
-        self.scratch.extend_from_slice(logits);
-        let id = self.sampler.sample(&mut self.scratch, &self.history);
-        self.history.push(id);
-        id
-    }
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -106,15 +93,23 @@ pub fn run(a: RunArgs) -> Result<()> {
     if prompt.is_none() && a.raw {
         bail!("--raw needs --prompt or --prompt-file");
     }
-    let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
-    let tokenizer = Tokenizer::from_gguf(&file.gguf).context("reading the tokenizer")?;
-    let template = if a.raw {
-        None
-    } else {
-        Some(ChatTemplate::from_gguf(&file.gguf).context("reading the chat template")?)
+    let sampling = SamplerConfig {
+        temperature: a.temperature,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        seed: a.seed,
+        ..SamplerConfig::default()
     };
-    let mut stop_ids = eog_tokens(&file.gguf);
-    stop_ids.extend(tokenizer.eog_ids());
+    sampling.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let params = GenParams {
+        sampling,
+        max_tokens: a.max_tokens,
+        stop: a.stop.clone(),
+        ignore_eos: a.ignore_eos,
+        special_text: a.special,
+        ..GenParams::default()
+    };
+    let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.ctx,
@@ -125,57 +120,40 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     let backend = a.backend.create()?;
     let mut bar = Progress::new(!a.json && std::io::stderr().is_terminal());
-    let mut engine = Engine::load(file.clone(), backend, cfg, &mut |d, t| bar.update(d, t))
+    let mut model = LoadedModel::from_file(file, backend, cfg, &mut |d, t| bar.update(d, t))
         .context("loading the model")?;
     bar.finish();
-    let sampler = Sampler::new(SamplerConfig {
-        temperature: a.temperature,
-        top_k: a.top_k,
-        top_p: a.top_p,
-        seed: a.seed,
-        ..SamplerConfig::default()
-    })
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut chooser = SamplerChooser {
-        sampler,
-        history: Vec::new(),
-        scratch: Vec::new(),
-    };
-    let opts = GenerateOptions {
-        max_tokens: a.max_tokens,
-        stop_ids,
-        ignore_eos: a.ignore_eos,
-        top_logits: if a.json { a.logits } else { 0 },
-    };
-    let seq = engine.new_sequence()?;
-    let mut session = Session {
+    if !a.raw {
+        if let Err(e) = &model.template {
+            bail!("reading the chat template: {e}");
+        }
+    }
+    let mut session = model.session()?;
+    session.top_logits = if a.json { a.logits } else { 0 };
+    let mut chat = Chat {
         a: &a,
-        engine: &mut engine,
-        tokenizer: &tokenizer,
-        chooser: &mut chooser,
-        opts: &opts,
-        seq,
-        cached: Vec::new(),
+        model: &mut model,
+        session,
+        params: &params,
     };
 
     let Some(prompt) = prompt else {
-        return session.interactive(template.as_ref());
+        return chat.interactive();
     };
-    let text = match &template {
-        None => prompt,
-        Some(t) => {
-            let mut msgs = Vec::new();
-            if let Some(s) = &a.system {
-                msgs.push(Message::system(s.clone()));
-            }
-            msgs.push(Message::user(prompt));
-            t.render(&msgs, None, true, None)?
+    let text = if a.raw {
+        prompt
+    } else {
+        let mut msgs = Vec::new();
+        if let Some(s) = &a.system {
+            msgs.push(Message::system(s.clone()));
         }
+        msgs.push(Message::user(prompt));
+        chat.render(&msgs)?
     };
     // The chat template's own special tokens are always parsed; a raw prompt's only with
     // --special.
-    let ids = encode(&tokenizer, &text, a.special || template.is_some());
-    let (gen, streamed) = session.answer(&ids)?;
+    let ids = chat.model.encode_prompt(&text, a.special || !a.raw);
+    let gen = chat.answer(&ids)?;
     if a.json {
         let steps: Vec<_> = gen
             .steps
@@ -185,8 +163,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         let mut obj = json!({
             "prompt_ids": ids,
             "tokens": gen.tokens,
-            "text": tokenizer.decode(&gen.tokens, a.special),
-            "finish_reason": gen.finish_reason.as_str(),
+            "text": gen.text,
+            "finish_reason": gen.finish.as_str(),
             "timings": {
                 "prompt_tokens_per_s": gen.prompt_tokens_per_s(),
                 "gen_tokens_per_s": gen.gen_tokens_per_s(),
@@ -197,7 +175,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
         println!("{obj}");
     } else {
-        if !streamed.ends_with('\n') {
+        if !gen.text.ends_with('\n') {
             println!();
         }
         report_timings(&gen);
@@ -205,92 +183,61 @@ pub fn run(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// Text to ids with the tokenizer's own BOS rule; a BOS the template already wrote is not
-/// doubled.
-fn encode(tok: &Tokenizer, text: &str, parse_special: bool) -> Vec<u32> {
-    let mut ids = tok.encode(text, true, parse_special);
-    if let Some(bos) = tok.bos() {
-        if ids.len() >= 2 && ids[0] == bos && ids[1] == bos {
-            ids.remove(0);
-        }
-    }
-    ids
-}
-
-fn report_timings(gen: &Generation) {
+fn report_timings(gen: &Generated) {
     eprintln!(
         "[{} prompt tokens at {:.1} tok/s, {} generated at {:.1} tok/s, finish: {}]",
-        gen.prompt_tokens,
+        gen.prompt_tokens - gen.cached_tokens,
         gen.prompt_tokens_per_s(),
         gen.tokens.len(),
         gen.gen_tokens_per_s(),
-        gen.finish_reason.as_str()
+        gen.finish.as_str()
     );
 }
 
-/// One sequence being generated on, with the ids its cache holds.
-struct Session<'a> {
+/// The model and the one sequence `weft run` generates on (its cache is reused from turn to
+/// turn).
+struct Chat<'a> {
     a: &'a RunArgs,
-    engine: &'a mut Engine,
-    tokenizer: &'a Tokenizer,
-    chooser: &'a mut SamplerChooser,
-    opts: &'a GenerateOptions,
-    seq: u32,
-    /// Token ids whose keys/values the cache holds, in order.
-    cached: Vec<u32>,
+    model: &'a mut LoadedModel,
+    session: Session,
+    params: &'a GenParams,
 }
 
-impl Session<'_> {
-    /// Generates after `ids` (reusing the cached prefix they share), streaming text to stdout
-    /// unless --json. Returns the generation and the text streamed.
-    fn answer(&mut self, ids: &[u32]) -> Result<(Generation, String)> {
-        let n_ctx = self.engine.seqs().n_ctx();
+impl Chat<'_> {
+    /// The conversation as prompt text, through the model's chat template.
+    fn render(&self, msgs: &[Message]) -> Result<String> {
+        let template: &ChatTemplate = self
+            .model
+            .chat_template()
+            .context("this model has no chat template")?;
+        Ok(template.render(msgs, None, true, None)?)
+    }
+
+    /// Generates after `ids`, streaming text to stdout unless --json.
+    fn answer(&mut self, ids: &[u32]) -> Result<Generated> {
+        let n_ctx = self.model.engine.config().kv.n_ctx;
         if ids.len() >= n_ctx {
             bail!(
                 "the prompt has {} tokens but the context holds {n_ctx}; use a larger --ctx",
                 ids.len()
             );
         }
-        let mut keep = self
-            .cached
-            .iter()
-            .zip(ids)
-            .take_while(|(a, b)| a == b)
-            .count();
-        if keep == ids.len() {
-            keep -= 1; // at least one token must be evaluated to get logits
-        }
-        self.engine.truncate(self.seq, keep)?;
-        self.chooser.history = ids.to_vec();
         let stream = !self.a.json;
-        let mut dec = StreamDecoder::new(self.a.special);
         let mut out = std::io::stdout().lock();
-        let mut streamed = String::new();
-        let tok = self.tokenizer;
-        let gen = engine::generate(
-            self.engine,
-            self.seq,
-            &ids[keep..],
-            self.opts,
-            self.chooser,
-            &mut |id| {
-                if stream {
-                    let piece = dec.push(tok, id);
-                    streamed.push_str(&piece);
-                    let _ = out.write_all(piece.as_bytes());
+        let gen = self
+            .session
+            .generate(self.model, ids, self.params, &mut |step| {
+                if stream && !step.text.is_empty() {
+                    let _ = out.write_all(step.text.as_bytes());
                     let _ = out.flush();
                 }
                 true
-            },
-        )?;
-        let held = self.engine.seqs().len(self.seq)?;
-        self.cached = ids.iter().chain(&gen.tokens).copied().take(held).collect();
-        Ok((gen, streamed))
+            })?;
+        Ok(gen)
     }
 
     /// A chat on stdin/stdout until end of input.
-    fn interactive(&mut self, template: Option<&ChatTemplate>) -> Result<()> {
-        let template = template.context("interactive chat needs a chat template")?;
+    fn interactive(&mut self) -> Result<()> {
         let mut msgs = Vec::new();
         if let Some(s) = &self.a.system {
             msgs.push(Message::system(s.clone()));
@@ -305,12 +252,12 @@ impl Session<'_> {
                 continue;
             }
             msgs.push(Message::user(line));
-            let text = template.render(&msgs, None, true, None)?;
-            let ids = encode(self.tokenizer, &text, true);
-            let (gen, streamed) = self.answer(&ids)?;
+            let text = self.render(&msgs)?;
+            let ids = self.model.encode_prompt(&text, true);
+            let gen = self.answer(&ids)?;
             println!();
             report_timings(&gen);
-            msgs.push(Message::assistant(streamed));
+            msgs.push(Message::assistant(gen.text));
         }
         Ok(())
     }

@@ -6,9 +6,9 @@ use std::thread::JoinHandle;
 
 use weft_core::backend::{Backend, KvDtype};
 use weft_core::chat::ChatTemplate;
-use weft_core::engine::{Engine, EngineConfig};
-use weft_core::gguf::ModelFile;
+use weft_core::engine::EngineConfig;
 use weft_core::kv_cache::KvCacheConfig;
+use weft_core::loaded::{Capabilities, LoadedModel};
 use weft_core::model::ModelInfo;
 use weft_core::scheduler::{Handle, Scheduler, SchedulerConfig};
 use weft_core::tokenizer::Tokenizer;
@@ -37,19 +37,15 @@ pub struct Loaded {
     pub handle: Handle,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Option<ChatTemplate>,
+    pub capabilities: Capabilities,
     pub info: ModelInfo,
     pub facts: Arc<Facts>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Loaded {
-    /// Opens the file, builds engine, tokenizer and template, and starts the scheduler thread.
+    /// Opens the file as a [`LoadedModel`] and starts the scheduler thread on its engine.
     pub fn load(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
-        use anyhow::Context;
-        let path = &facts.path;
-        let file = Arc::new(ModelFile::open(path).with_context(|| path.display().to_string())?);
-        let tokenizer = Arc::new(Tokenizer::from_gguf(&file.gguf)?);
-        let template = ChatTemplate::from_gguf(&file.gguf).ok();
         let backend = (cfg.backend)()?;
         let engine_cfg = EngineConfig {
             kv: KvCacheConfig {
@@ -59,7 +55,13 @@ impl Loaded {
             },
             max_batch: cfg.batch,
         };
-        let engine = Engine::load(file, backend, engine_cfg, &mut |_, _| {})?;
+        let LoadedModel {
+            engine,
+            tokenizer,
+            template,
+            capabilities,
+            ..
+        } = LoadedModel::open(&facts.path, backend, engine_cfg, &mut |_, _| {})?;
         let info = engine.model_info().clone();
         let (sched, handle) = Scheduler::new(
             engine,
@@ -75,7 +77,8 @@ impl Loaded {
         Ok(Loaded {
             handle,
             tokenizer,
-            template,
+            template: template.ok(),
+            capabilities,
             info,
             facts,
             thread: Mutex::new(Some(thread)),

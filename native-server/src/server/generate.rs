@@ -129,13 +129,14 @@ pub fn chat_prompt(
         .render(messages, tools, true, None)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     text.push_str(opening);
-    Ok(text_prompt(model, &text, template.bos_token()))
+    Ok(text_prompt(model, &text))
 }
 
-/// Tokenizes prompt text, adding BOS unless the text already starts with it.
-pub fn text_prompt(model: &Loaded, text: &str, bos_text: &str) -> Vec<u32> {
-    let has_bos = !bos_text.is_empty() && text.starts_with(bos_text);
-    model.tokenizer.encode(text, !has_bos, true)
+/// Tokenizes prompt text with the one BOS rule ([`Tokenizer::encode_prompt`]
+/// (weft_core::tokenizer::Tokenizer::encode_prompt)): BOS when the model wants one and the text
+/// does not already start with it.
+pub fn text_prompt(model: &Loaded, text: &str) -> Vec<u32> {
+    model.tokenizer.encode_prompt(text, true)
 }
 
 /// Tokens to generate: the request's value (or the server default), capped by `--max-tokens`

@@ -89,7 +89,7 @@ pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequ
         .await?;
     let text = b.prompt.unwrap_or_default();
     let prompt = if b.raw || m.template().is_none() {
-        generate::text_prompt(&m, &text, "")
+        generate::text_prompt(&m, &text)
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {

@@ -25,7 +25,7 @@ fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiErr
             "prompt must be a string, a one-element array of strings, or an array of token ids",
         )
     };
-    let text_ids = |s: &str| (s.to_string(), generate::text_prompt(m, s, ""));
+    let text_ids = |s: &str| (s.to_string(), generate::text_prompt(m, s));
     match p {
         None => Err(ApiError::invalid("prompt is required")),
         Some(Value::String(s)) => Ok(text_ids(s)),
