@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs what the tests need (Python oracles, the reference models,
+# the code sandbox's python.wasm / quickjs.wasm (scripts/fetch-sandbox.sh),
 # the browser package in web/pkg and playwright-core for the browser test), then
 # `cargo test --workspace`, then the wasm simd128 kernel tests under node (scripts/test-wasm.sh).
 # Safe to run again: finished steps are skipped. Chromium itself comes from the system
@@ -12,6 +13,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weft/target}"
 # pip is quick when everything is already installed at the pinned versions.
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
 scripts/fetch-models.sh
+scripts/fetch-sandbox.sh
 scripts/build-web.sh
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)

@@ -4,6 +4,7 @@ mod backend_args;
 mod bench;
 mod devices;
 mod embed;
+mod exec;
 mod info;
 mod models;
 mod progress;
@@ -61,6 +62,8 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Quantize a GGUF model to another type (as llama-quantize does).
     Quantize(transfer::QuantizeArgs),
+    /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
+    Exec(exec::ExecArgs),
 }
 
 /// Runs the CLI; errors print as one line on stderr and exit non-zero.
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
         Command::Ps(a) => models::ps(a),
         Command::Import(a) => transfer::import(a),
         Command::Quantize(a) => transfer::quantize(a),
+        Command::Exec(a) => exec::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
