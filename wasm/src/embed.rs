@@ -73,6 +73,9 @@ impl WeftEngine {
 
 impl WeftEngine {
     /// The embedder of the loaded model, made on first use for a chat model.
+    // `if let Some(e) = &mut self.encoder { return ... }` would keep `self` borrowed for the
+    // rest of the function (the borrow checker's conditional-return limitation).
+    #[allow(clippy::unnecessary_unwrap)]
     async fn embedder(&mut self) -> Result<&mut Embedder, JsValue> {
         if self.encoder.is_some() {
             return Ok(&mut self.encoder.as_mut().expect("checked").embedder);

@@ -19,7 +19,7 @@ pub struct StoreArgs {
 
 impl StoreArgs {
     pub fn open(&self) -> Result<Store> {
-        Store::open(self.models_dir.as_deref()).map_err(|e| anyhow!(e.message))
+        Store::open(self.models_dir.as_deref()).map_err(|e| anyhow!(e.to_string()))
     }
 }
 
@@ -77,7 +77,7 @@ fn size(n: u64) -> String {
 
 pub fn list(a: ListArgs) -> Result<()> {
     let store = a.store.open()?;
-    let c = store.catalog().map_err(|e| anyhow!(e.message))?;
+    let c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     println!(
         "{:<40} {:<18} {:>10}  {:<8} MODIFIED",
         "NAME", "ID", "SIZE", "QUANT"
@@ -96,7 +96,7 @@ pub fn list(a: ListArgs) -> Result<()> {
                     when
                 );
             }
-            Err(e) => println!("{:<40} (broken: {})", names::tagged(&n), e.message),
+            Err(e) => println!("{:<40} (broken: {})", names::tagged(&n), e),
         }
     }
     Ok(())
@@ -104,9 +104,9 @@ pub fn list(a: ListArgs) -> Result<()> {
 
 pub fn rm(a: RmArgs) -> Result<()> {
     let store = a.store.open()?;
-    let mut c = store.catalog().map_err(|e| anyhow!(e.message))?;
+    let mut c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     for n in &a.names {
-        let (name, file) = c.delete(n).map_err(|e| anyhow!(e.message))?;
+        let (name, file) = c.delete(n).map_err(|e| anyhow!(e.to_string()))?;
         if let Some(p) = file {
             std::fs::remove_file(&p).map_err(|e| anyhow!("cannot delete {}: {e}", p.display()))?;
         }
@@ -117,18 +117,18 @@ pub fn rm(a: RmArgs) -> Result<()> {
 
 pub fn cp(a: CpArgs) -> Result<()> {
     let store = a.store.open()?;
-    let mut c = store.catalog().map_err(|e| anyhow!(e.message))?;
+    let mut c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     let made = c
         .create(&a.destination, &a.source, Overrides::default())
-        .map_err(|e| anyhow!(e.message))?;
+        .map_err(|e| anyhow!(e.to_string()))?;
     println!("copied '{}' to '{}'", a.source, names::tagged(&made));
     Ok(())
 }
 
 pub fn show(a: ShowArgs) -> Result<()> {
     let store = a.store.open()?;
-    let c = store.catalog().map_err(|e| anyhow!(e.message))?;
-    let r = c.resolve(&a.name).map_err(|e| anyhow!(e.message))?;
+    let c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
+    let r = c.resolve(&a.name).map_err(|e| anyhow!(e.to_string()))?;
     if a.modelfile {
         println!("FROM {}", r.facts.path.display());
         if let Some(t) = &r.overrides.template {

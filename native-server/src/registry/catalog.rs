@@ -234,7 +234,7 @@ impl Catalog {
     /// Adds a file that arrived in the models directory (pull, import, quantize) — or reads
     /// it anew when it replaced one — reachable as `name` (an alias of the file's own name
     /// when they differ). Returns the name.
-    pub fn add_arrived(&mut self, name: &str, path: &Path) -> Result<String, ApiError> {
+    pub fn add_arrived(&mut self, name: &str, path: &Path) -> Result<String, RegistryError> {
         let stem = names::from_file(path);
         self.facts.remove(path);
         self.add_file(stem.clone(), path.to_path_buf(), Origin::Directory);

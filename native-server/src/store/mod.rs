@@ -159,7 +159,7 @@ impl Store {
     /// Where a model called `name` lives: `<dir>/<name>.gguf`. The name must be valid (see
     /// [`names::check_new`]); a `:tag` becomes `-tag` in the file name.
     pub fn model_path(&self, name: &str) -> Result<(String, PathBuf), StoreError> {
-        let name = names::check_new(name).map_err(|e| StoreError::invalid(e.message))?;
+        let name = names::check_new(name).map_err(|e| StoreError::invalid(e.to_string()))?;
         let file = format!("{}.gguf", name.replace(':', "-"));
         Ok((name, self.dir.join(file)))
     }
@@ -195,9 +195,8 @@ impl Store {
             return Ok(stem);
         }
         let mut c = self.catalog()?;
-        c.alias(name, &stem).map_err(|e| {
-            StoreError::failed(format!("cannot name the model {name:?}: {}", e.message))
-        })
+        c.alias(name, &stem)
+            .map_err(|e| StoreError::failed(format!("cannot name the model {name:?}: {}", e)))
     }
 }
 

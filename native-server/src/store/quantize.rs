@@ -54,7 +54,9 @@ fn source_file(store: &Store, src: &str, paths: bool) -> Result<(String, PathBuf
         return Ok((names::from_file(Path::new(src)), PathBuf::from(src)));
     }
     let c = store.catalog()?;
-    let r = c.resolve(src).map_err(|e| StoreError::invalid(e.message))?;
+    let r = c
+        .resolve(src)
+        .map_err(|e| StoreError::invalid(e.to_string()))?;
     Ok((r.name, r.facts.path.clone()))
 }
 

@@ -118,8 +118,8 @@ pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>
             };
             seen = cur.version;
             if cur.status == JobStatus::Succeeded {
-                let _ = send(PullLine::status("writing manifest"))
-                    && send(PullLine::status("success"));
+                let _ =
+                    send(PullLine::status("writing manifest")) && send(PullLine::status("success"));
                 return;
             }
             let phase_changed = cur.phase != last_phase;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::server::error::ApiError;
 use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
 use crate::registry::{names, Registry};
+use crate::server::error::ApiError;
 use crate::store::{
     self, checked_path, ImportRequest, PullRequest, QuantizeRequest, Store, StoreError,
 };
@@ -29,7 +29,7 @@ impl ModelJobs {
         let store = store.with_registrar(Arc::new(move |name, path| {
             registry
                 .with_catalog(|c| c.add_arrived(name, path))
-                .map_err(|e| StoreError::failed(e.message))
+                .map_err(|e| StoreError::failed(e.to_string()))
         }));
         Arc::new(ModelJobs {
             runner: JobRunner::new(Arc::new(MemoryJobs::new(256)), parallel),
