@@ -162,9 +162,24 @@ fn chat_ui_ops_and_bad_inputs() {
     }
     let chat_body = &api["paths"]["/v1/chat/completions"]["post"]["requestBody"];
     assert!(chat_body.to_string().contains("ChatRequest"), "{chat_body}");
-    assert!(schemas["ChatRequest"]["properties"]
-        .get("messages")
-        .is_some());
+    // The request's own fields, beside those it shares with the completions request (`allOf`).
+    let has_field = |schema: &serde_json::Value, field: &str| {
+        let parts = schema["allOf"].as_array().cloned().unwrap_or_default();
+        std::iter::once(schema.clone())
+            .chain(parts)
+            .any(|p| p["properties"].get(field).is_some())
+    };
+    assert!(
+        has_field(&schemas["ChatRequest"], "messages"),
+        "{}",
+        schemas["ChatRequest"]
+    );
+    assert!(has_field(&schemas["OllamaChatRequest"], "messages"));
+    let ollama_chat = &api["paths"]["/api/chat/ollama"]["post"]["requestBody"];
+    assert!(
+        ollama_chat.to_string().contains("OllamaChatRequest"),
+        "{ollama_chat}"
+    );
     // Every response carries a request id: the client's own, or one the server made.
     let mine = server
         .try_request("GET", "/health", None, &[("x-request-id", "test-id-42")])

@@ -40,6 +40,7 @@ impl OllamaMessage {
 
 /// `POST /api/chat` (Ollama's shape) and `/api/chat/ollama`.
 #[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = OllamaChatRequest)]
 pub struct ChatRequest {
     pub model: Option<String>,
     pub messages: Option<Vec<OllamaMessage>>,
