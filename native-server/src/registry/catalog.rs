@@ -114,8 +114,9 @@ impl Catalog {
             default: None,
         };
         for (name, path) in models {
-            if !path.is_file() {
-                anyhow::bail!("model file {} does not exist", path.display());
+            // A GGUF file, or a Hugging Face folder (an embedding model).
+            if !path.exists() {
+                anyhow::bail!("model {} does not exist", path.display());
             }
             let name = match name {
                 Some(n) => names::check_new(n).map_err(|e| anyhow::anyhow!(e.to_string()))?,
