@@ -41,7 +41,7 @@ pub struct PullBody {
 }
 
 /// One NDJSON line of `/api/pull`, as Ollama writes them.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, ToSchema)]
 pub struct PullLine {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
@@ -112,17 +112,39 @@ pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>
         let mut seen = job.version;
         let mut last_sent = Instant::now() - Duration::from_secs(1);
         let mut last_phase = String::new();
+        // The newest download line, sent or not: when the download phase ends, the client
+        // gets a last line with completed = total (throttling, or updates the runner merged,
+        // may have hidden the final byte count).
+        let mut download: Option<PullLine> = None;
         loop {
             let Some(cur) = runner.wait_change(&job.id, seen, Duration::from_secs(30)) else {
                 return;
             };
             seen = cur.version;
+            let phase_changed = cur.phase != last_phase;
+            last_phase.clone_from(&cur.phase);
+            let failed = matches!(cur.status, JobStatus::Failed | JobStatus::Cancelled);
+            if cur.phase != "downloading" || cur.status.is_final() {
+                if let Some(mut d) = download.take() {
+                    if !failed {
+                        d.completed = d.total;
+                        if !send(d) {
+                            return;
+                        }
+                    }
+                }
+            }
             if cur.status == JobStatus::Succeeded {
                 let _ =
                     send(PullLine::status("writing manifest")) && send(PullLine::status("success"));
                 return;
             }
-            let phase_changed = cur.phase != last_phase;
+            let Some(v) = line(&cur) else {
+                continue;
+            };
+            if cur.phase == "downloading" && !cur.status.is_final() {
+                download = Some(v.clone());
+            }
             // At most ten progress lines a second (a line per received chunk is far too many).
             if !(phase_changed
                 || cur.status.is_final()
@@ -130,12 +152,9 @@ pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>
             {
                 continue;
             }
-            last_phase.clone_from(&cur.phase);
-            if let Some(v) = line(&cur) {
-                last_sent = Instant::now();
-                if !send(v) {
-                    return; // the client left; the job goes on
-                }
+            last_sent = Instant::now();
+            if !send(v) {
+                return; // the client left; the job goes on
             }
             if cur.status.is_final() {
                 return;
