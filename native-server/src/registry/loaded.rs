@@ -108,26 +108,22 @@ impl Loaded {
         let path = &facts.path;
         let shown = path.display().to_string();
         let backend = (cfg.backend)()?;
-        let (embedder, tokenizer) = if path.is_dir() {
+        // The tokenizer and capabilities are read from the (GGUF or folder) header before the
+        // embedder takes the file.
+        let (embedder, tokenizer, capabilities) = if path.is_dir() {
             let hf = weft_core::hf::HfModel::open(path)?;
             let tok = Tokenizer::from_gguf(&hf.file.gguf).with_context(|| shown.clone())?;
-            (
-                Embedder::from_hf(hf, backend).with_context(|| shown.clone())?,
-                tok,
-            )
+            let caps = Capabilities::of(&hf.file.gguf, None);
+            let e = Embedder::from_hf(hf, backend).with_context(|| shown.clone())?;
+            (e, tok, caps)
         } else {
             let file = Arc::new(ModelFile::open(path).with_context(|| shown.clone())?);
             let tok = Tokenizer::from_gguf(&file.gguf).with_context(|| shown.clone())?;
-            (
-                Embedder::from_gguf(file, backend).with_context(|| shown.clone())?,
-                tok,
-            )
+            let caps = Capabilities::of(&file.gguf, None);
+            let e = Embedder::from_gguf(file, backend).with_context(|| shown.clone())?;
+            (e, tok, caps)
         };
         let info = embedder.model_info().clone();
-        let capabilities = Capabilities {
-            embedding: true,
-            ..Capabilities::default()
-        };
         Ok(Loaded {
             handle: None,
             embed: EmbedWorker::ready(embedder)?,

@@ -24,6 +24,24 @@ fn token_ids(a: &[Value]) -> Option<Vec<u32>> {
         .collect()
 }
 
+/// The rules both APIs share: `input` is required, an array is neither empty nor over
+/// [`MAX_INPUTS`], and a string or an array of strings is texts. `Ok(None)`: an array of
+/// something else (the caller decides whether it takes it).
+fn texts(input: Option<&Value>) -> Result<Option<Vec<EmbedInput>>, ApiError> {
+    match input {
+        None | Some(Value::Null) => Err(ApiError::invalid("input is required")),
+        Some(Value::String(s)) => Ok(Some(vec![EmbedInput::Text(s.clone())])),
+        Some(Value::Array(a)) if a.is_empty() => Err(ApiError::invalid("input must not be empty")),
+        Some(Value::Array(a)) if a.len() > MAX_INPUTS => Err(too_many(a.len())),
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => Ok(Some(
+            a.iter()
+                .map(|v| EmbedInput::Text(v.as_str().unwrap_or_default().to_string()))
+                .collect(),
+        )),
+        Some(_) => Ok(None),
+    }
+}
+
 /// OpenAI `input`: a string, an array of strings, an array of token ids, or an array of
 /// token-id arrays.
 pub fn openai(input: Option<&Value>) -> Result<Vec<EmbedInput>, ApiError> {
@@ -33,15 +51,10 @@ pub fn openai(input: Option<&Value>) -> Result<Vec<EmbedInput>, ApiError> {
              of token-id arrays",
         )
     };
+    if let Some(t) = texts(input)? {
+        return Ok(t);
+    }
     match input {
-        None | Some(Value::Null) => Err(ApiError::invalid("input is required")),
-        Some(Value::String(s)) => Ok(vec![EmbedInput::Text(s.clone())]),
-        Some(Value::Array(a)) if a.is_empty() => Err(ApiError::invalid("input must not be empty")),
-        Some(Value::Array(a)) if a.len() > MAX_INPUTS => Err(too_many(a.len())),
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => Ok(a
-            .iter()
-            .map(|v| EmbedInput::Text(v.as_str().unwrap_or_default().to_string()))
-            .collect()),
         Some(Value::Array(a)) if a.iter().all(Value::is_number) => {
             Ok(vec![EmbedInput::Tokens(token_ids(a).ok_or_else(bad)?)])
         }
@@ -55,25 +68,13 @@ pub fn openai(input: Option<&Value>) -> Result<Vec<EmbedInput>, ApiError> {
                 Ok(EmbedInput::Tokens(ids))
             })
             .collect(),
-        Some(_) => Err(bad()),
+        _ => Err(bad()),
     }
 }
 
 /// Ollama `input`: a string or an array of strings.
 pub fn ollama(input: Option<&Value>) -> Result<Vec<EmbedInput>, ApiError> {
-    match input {
-        None | Some(Value::Null) => Err(ApiError::invalid("input is required")),
-        Some(Value::String(s)) => Ok(vec![EmbedInput::Text(s.clone())]),
-        Some(Value::Array(a)) if a.is_empty() => Err(ApiError::invalid("input must not be empty")),
-        Some(Value::Array(a)) if a.len() > MAX_INPUTS => Err(too_many(a.len())),
-        Some(Value::Array(a)) if a.iter().all(Value::is_string) => Ok(a
-            .iter()
-            .map(|v| EmbedInput::Text(v.as_str().unwrap_or_default().to_string()))
-            .collect()),
-        Some(_) => Err(ApiError::invalid(
-            "input must be a string or an array of strings",
-        )),
-    }
+    texts(input)?.ok_or_else(|| ApiError::invalid("input must be a string or an array of strings"))
 }
 
 /// `dimensions`: a positive integer (the model's size is checked by the embedder).
