@@ -39,4 +39,11 @@ fn openai_and_ollama_clients_embed() {
         .map(|m| m["name"].as_str().unwrap())
         .collect();
     assert!(names.iter().any(|n| n.starts_with("minilm")), "{names:?}");
+    // What each model can do: the encoder only embeds; SmolLM2's template offers no tools.
+    let caps = |model: &str| {
+        let body = format!(r#"{{"model": "{model}"}}"#);
+        server.request("POST", "/api/show", Some(&body)).json()["capabilities"].clone()
+    };
+    assert_eq!(caps("minilm"), serde_json::json!(["embedding"]));
+    assert_eq!(caps("smol"), serde_json::json!(["completion"]));
 }

@@ -36,6 +36,15 @@ fn forced_tool_calls_with_the_openai_client() {
         &model,
         &["--ctx", "1024", "--parallel", "2", "--alias", "qwen"],
     );
+    // Qwen's template renders tools, so /api/show says so.
+    let show = server
+        .request("POST", "/api/show", Some(r#"{"model": "qwen"}"#))
+        .json();
+    assert_eq!(
+        show["capabilities"],
+        serde_json::json!(["completion", "tools"]),
+        "{show}"
+    );
     // Without Python: the raw reply to a forced call, and the 400 for an unknown name.
     let body = r#"{"model": "qwen", "temperature": 0, "max_tokens": 64,
         "messages": [{"role": "user", "content": "Tell me a joke."}],

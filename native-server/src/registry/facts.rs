@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use weft_core::chat::ChatTemplate;
 use weft_core::gguf::{Gguf, ModelFile};
+use weft_core::loaded::Capabilities;
 
 /// Header facts of one GGUF file.
 #[derive(Clone, Debug)]
@@ -25,8 +26,9 @@ pub struct Facts {
     pub vocab_size: u64,
     /// The chat template's source (the file's own or the built-in one for its family).
     pub template: Option<String>,
-    /// An embedding model (an encoder): it embeds, it does not generate text.
-    pub embedding_only: bool,
+    /// What the model can do, from its family and its own chat template (see
+    /// [`Facts::capabilities_with`] for a template given in the registry's overrides).
+    pub capabilities: Capabilities,
     /// Bytes of K and V per position and layer (all layers summed), for the memory estimate.
     kv_bytes_per_position: u64,
 }
@@ -85,8 +87,8 @@ impl Facts {
             .get_array("tokenizer.ggml.tokens")
             .map(|a| a.len() as u64)
             .unwrap_or_else(|| key("vocab_size"));
-        let embedding_only =
-            weft_core::model::ENCODER_ARCHITECTURES.contains(&architecture.as_str());
+        let template = ChatTemplate::from_gguf(g).ok();
+        let capabilities = Capabilities::of(g, template.as_ref());
         Ok(Facts {
             path: path.to_path_buf(),
             file_size: meta.len(),
@@ -98,10 +100,8 @@ impl Facts {
             embedding_length: n_embd,
             block_count,
             vocab_size,
-            embedding_only,
-            template: ChatTemplate::from_gguf(g)
-                .ok()
-                .map(|t| t.source().to_string()),
+            capabilities,
+            template: template.map(|t| t.source().to_string()),
             kv_bytes_per_position,
         })
     }
@@ -113,11 +113,20 @@ impl Facts {
         self.file_size + kv + (self.file_size + kv) / 10
     }
 
-    /// Whether the chat template can offer tools to the model.
-    pub fn has_tools(&self) -> bool {
-        self.template
-            .as_deref()
-            .is_some_and(|t| t.contains("tools"))
+    /// An embedding model (an encoder): it embeds, it does not generate text.
+    pub fn embedding_only(&self) -> bool {
+        self.capabilities.embedding && !self.capabilities.completion
+    }
+
+    /// The capabilities when the model is served with `template` in place of its own (an
+    /// override from `/api/create`): chat and tools follow the template that will be used.
+    pub fn capabilities_with(&self, template: Option<&str>) -> Capabilities {
+        let mut c = self.capabilities;
+        if let Some(t) = template {
+            c.chat = c.completion;
+            c.tools = c.chat && t.contains("tools");
+        }
+        c
     }
 
     /// A stable identifier of the file's version (path, size and time; not a content hash,

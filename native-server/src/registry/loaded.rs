@@ -10,7 +10,7 @@ use weft_core::embed::Embedder;
 use weft_core::engine::EngineConfig;
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
-use weft_core::loaded::{Capabilities, LoadedModel};
+use weft_core::loaded::LoadedModel;
 use weft_core::model::ModelInfo;
 use weft_core::scheduler::{Handle, Scheduler, SchedulerConfig};
 use weft_core::tokenizer::Tokenizer;
@@ -43,7 +43,6 @@ pub struct Loaded {
     pub embed: EmbedWorker,
     pub tokenizer: Arc<Tokenizer>,
     pub template: Option<ChatTemplate>,
-    pub capabilities: Capabilities,
     pub info: ModelInfo,
     pub facts: Arc<Facts>,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -52,7 +51,7 @@ pub struct Loaded {
 impl Loaded {
     /// Opens the file as a [`LoadedModel`] and starts the scheduler thread on its engine.
     pub fn load(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
-        if facts.embedding_only {
+        if facts.embedding_only() {
             return Self::load_encoder(facts, cfg);
         }
         let backend = (cfg.backend)()?;
@@ -69,7 +68,6 @@ impl Loaded {
             engine,
             tokenizer,
             template,
-            capabilities,
             ..
         } = LoadedModel::open(&facts.path, backend, engine_cfg, &mut |_, _| {})?;
         let info = engine.model_info().clone();
@@ -94,7 +92,6 @@ impl Loaded {
             embed,
             tokenizer,
             template: template.ok(),
-            capabilities,
             info,
             facts,
             thread: Mutex::new(Some(thread)),
@@ -108,20 +105,18 @@ impl Loaded {
         let path = &facts.path;
         let shown = path.display().to_string();
         let backend = (cfg.backend)()?;
-        // The tokenizer and capabilities are read from the (GGUF or folder) header before the
-        // embedder takes the file.
-        let (embedder, tokenizer, capabilities) = if path.is_dir() {
+        // The tokenizer is read from the (GGUF or folder) header before the embedder takes the
+        // file.
+        let (embedder, tokenizer) = if path.is_dir() {
             let hf = weft_core::hf::HfModel::open(path)?;
             let tok = Tokenizer::from_gguf(&hf.file.gguf).with_context(|| shown.clone())?;
-            let caps = Capabilities::of(&hf.file.gguf, None);
             let e = Embedder::from_hf(hf, backend).with_context(|| shown.clone())?;
-            (e, tok, caps)
+            (e, tok)
         } else {
             let file = Arc::new(ModelFile::open(path).with_context(|| shown.clone())?);
             let tok = Tokenizer::from_gguf(&file.gguf).with_context(|| shown.clone())?;
-            let caps = Capabilities::of(&file.gguf, None);
             let e = Embedder::from_gguf(file, backend).with_context(|| shown.clone())?;
-            (e, tok, caps)
+            (e, tok)
         };
         let info = embedder.model_info().clone();
         Ok(Loaded {
@@ -129,7 +124,6 @@ impl Loaded {
             embed: EmbedWorker::ready(embedder)?,
             tokenizer: Arc::new(tokenizer),
             template: None,
-            capabilities,
             info,
             facts,
             thread: Mutex::new(None),

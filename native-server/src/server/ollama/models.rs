@@ -144,20 +144,22 @@ async fn show(
 ) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
     let r = resolve(&st, b.model.as_deref())?;
     let f = &r.facts;
+    let caps = f.capabilities_with(r.overrides.template.as_deref());
     let template = r
         .overrides
         .template
         .clone()
         .or_else(|| f.template.clone())
         .unwrap_or_default();
-    let mut capabilities = vec![if f.embedding_only {
-        "embedding"
-    } else {
-        "completion"
-    }];
-    if !f.embedding_only && template.contains("tools") {
-        capabilities.push("tools");
-    }
+    // Ollama's names; "embedding" alone for an encoder, as Ollama reports embedding models.
+    let capabilities: Vec<&str> = [
+        (caps.completion, "completion"),
+        (caps.tools, "tools"),
+        (caps.embedding && !caps.completion, "embedding"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
     let arch = &f.architecture;
     let mut info = Map::new();
     info.insert("general.architecture".into(), Value::from(arch.as_str()));
