@@ -77,6 +77,74 @@ pub fn pack(w: &[f32], rows: usize, cols: usize) -> Packed {
     Packed { data, rows, cols }
 }
 
+/// Packs `rows` rows of `cols` floats that lie `stride` apart in `w` (one head's columns of a
+/// wider matrix), each scaled by `scale`.
+pub fn pack_strided(w: &[f32], rows: usize, cols: usize, stride: usize, scale: f32) -> Packed {
+    let panels = rows.div_ceil(NR);
+    let mut data = vec![0f32; panels * NR * cols];
+    for r in 0..rows {
+        let (p, j) = (r / NR, r % NR);
+        let panel = &mut data[p * NR * cols..(p + 1) * NR * cols];
+        for (k, &v) in w[r * stride..r * stride + cols].iter().enumerate() {
+            panel[k * NR + j] = v * scale;
+        }
+    }
+    Packed { data, rows, cols }
+}
+
+/// Packs the transpose of `rows × cols` floats whose rows lie `stride` apart: the packed
+/// weight has `cols` rows of `rows` columns (`x · w` rather than `x · wᵀ`, e.g. weights times
+/// one head's values).
+pub fn pack_transposed(w: &[f32], rows: usize, cols: usize, stride: usize) -> Packed {
+    let panels = cols.div_ceil(NR);
+    let mut data = vec![0f32; panels * NR * rows];
+    for p in 0..panels {
+        let panel = &mut data[p * NR * rows..(p + 1) * NR * rows];
+        let nr = NR.min(cols - p * NR);
+        for k in 0..rows {
+            let src = &w[k * stride + p * NR..k * stride + p * NR + nr];
+            panel[k * NR..k * NR + nr].copy_from_slice(src);
+        }
+    }
+    Packed {
+        data,
+        rows: cols,
+        cols: rows,
+    }
+}
+
+/// [`product`] on the calling thread alone (a product inside another op's work item), with
+/// `out`'s rows `ldo` apart; only the packed weight's `rows` columns of each row are written.
+pub fn product_serial(w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32], ldo: usize) -> bool {
+    let Some(isa) = isa() else {
+        return false;
+    };
+    let (rows, cols) = (w.rows, w.cols);
+    assert!(x.len() >= n_tok * cols && (n_tok == 0 || out.len() >= (n_tok - 1) * ldo + rows));
+    let mr_max = if isa == Isa::Avx512 { 6 } else { 3 };
+    for p in 0..rows.div_ceil(NR) {
+        let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
+        let nr = NR.min(rows - p * NR);
+        let mut t = 0;
+        while t < n_tok {
+            let mr = mr_max.min(n_tok - t);
+            // SAFETY: the assert above bounds rows t..t+mr of `out` (nr ≤ rows columns from
+            // p·NR) and of `x`; the kernel's features were detected.
+            unsafe {
+                let o = out.as_mut_ptr().add(t * ldo + p * NR);
+                let xs = x.as_ptr().add(t * cols);
+                #[cfg(target_arch = "x86_64")]
+                match isa {
+                    Isa::Avx512 => x86::tile_avx512(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
+                    Isa::Avx2 => x86::tile_avx2(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
+                }
+            }
+            t += mr;
+        }
+    }
+    true
+}
+
 /// `out[t][r] = Σ_k x[t][k] · w[r][k]` for `n_tok` rows of `x`; false (nothing written) when
 /// this CPU has no kernel.
 pub fn product(pool: &ThreadPool, w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32]) -> bool {
@@ -281,6 +349,33 @@ mod tests {
                         "({rows}, {cols}, {n_tok}) [{t}][{r}]: {got} vs {want}"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn serial_strided_product_matches_f64_dots() {
+        if !available() {
+            return;
+        }
+        // A head of 40 columns at offset 8 of rows 64 wide, written into every other 48 floats.
+        let (rows, cols, stride, n_tok, ldo) = (45, 40, 64, 13, 48);
+        let w: Vec<f32> = (0..rows * stride)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        let x: Vec<f32> = (0..n_tok * cols)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+            .collect();
+        let packed = pack_strided(&w[8..], rows, cols, stride, 0.5);
+        let mut out = vec![f32::NAN; (n_tok - 1) * ldo + rows];
+        assert!(product_serial(&packed, &x, n_tok, &mut out, ldo));
+        for t in 0..n_tok {
+            for r in 0..rows {
+                let want: f64 = (0..cols)
+                    .map(|k| 0.5 * w[8 + r * stride + k] as f64 * x[t * cols + k] as f64)
+                    .sum();
+                let got = out[t * ldo + r] as f64;
+                assert!((got - want).abs() < 1e-3, "[{t}][{r}]: {got} vs {want}");
             }
         }
     }
