@@ -9,11 +9,11 @@ use std::time::Duration;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 use weft_sandbox::{ArtifactStore, Language, Sandbox, SkillRegistry};
 
-use super::error::{PlainError, PlainErrorBody};
+use super::error::PlainError;
 use super::state::Shared;
 
 /// How long a run's files stay downloadable.
@@ -76,18 +76,13 @@ impl CodeTools {
     }
 }
 
-/// Routes relative to `/api`.
+/// Routes relative to `/api`. The path is a wildcard (files sit in folders), which utoipa's
+/// route macro would register as one segment, so the route is added by hand.
 pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().routes(routes!(artifact))
+    OpenApiRouter::new().route("/code/artifacts/{run_id}/{*path}", get(artifact))
 }
 
 /// One file a run wrote, as a download (never rendered inline by a browser).
-#[utoipa::path(get, path = "/code/artifacts/{run_id}/{path}", tag = "chat-ui",
-    params(("run_id" = String, Path, description = "The run id (32 hex digits)"),
-           ("path" = String, Path, description = "The file's path inside the run")),
-    responses((status = 200, description = "The file's bytes, content type sniffed"),
-              (status = 400, body = PlainErrorBody, description = "A path leading out of the run"),
-              (status = 404, body = PlainErrorBody)))]
 async fn artifact(
     State(st): State<Shared>,
     UrlPath((run_id, path)): UrlPath<(String, String)>,
