@@ -47,7 +47,13 @@ impl Server {
     /// Starts `weft serve --port 0 ARGS...` (models given in `args`) and waits until `/ready`
     /// is 200.
     pub fn start_args(args: &[String]) -> Server {
+        Self::start_env(args, &[])
+    }
+
+    /// Like `start_args` with extra environment variables (e.g. a private WEFT_HOME).
+    pub fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Server {
         let mut child = Command::new(weft_binary())
+            .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
             .arg("serve")
             .args(["--host", "127.0.0.1", "--port", "0", "--threads", "2"])
             .args(args)

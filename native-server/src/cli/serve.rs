@@ -102,6 +102,14 @@ pub struct ServeArgs {
     /// Log lines as text or one JSON object per line (stderr).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Let models run Python and JavaScript in the wasmtime sandbox (the runtimes come from
+    /// scripts/fetch-sandbox.sh).
+    #[arg(long)]
+    code_exec: bool,
+    /// A folder of agent skills (subfolders with a SKILL.md), served read-only besides the
+    /// installed ones in $WEFT_HOME/skills (repeatable).
+    #[arg(long = "skills-dir", value_name = "DIR")]
+    skills_dirs: Vec<PathBuf>,
     /// Which log events to write: a level (error, warn, info, debug, trace) or an env-filter
     /// directive; RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
@@ -195,7 +203,16 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let state = server::state(cfg, registry, jobs);
+    let home = crate::store::weft_home()
+        .context("no home folder for skills and artifacts: set WEFT_HOME or HOME")?;
+    for d in &a.skills_dirs {
+        if !d.is_dir() {
+            bail!("--skills-dir {}: not a folder", d.display());
+        }
+    }
+    let code = server::code::CodeTools::new(&home, a.skills_dirs.clone(), a.code_exec)
+        .context("setting up code execution and skills")?;
+    let state = server::state(cfg, registry, jobs, code);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -217,6 +234,7 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
         "listening on http://{local} (default model loading)"
     );
     state.registry.start_reaper();
+    state.code.warm_up();
     let st = state.clone();
     tokio::spawn(async move {
         let r = st.lease(None, None).await.map(drop).map_err(|e| e.message);

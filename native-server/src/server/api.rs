@@ -22,6 +22,8 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .merge(super::ollama::routes())
         .merge(super::ui::routes())
         .merge(super::admin::ui_routes())
+        .merge(super::skills::ui_routes())
+        .merge(super::code::routes())
         .nest("/v1", super::admin::routes())
 }
 

@@ -235,6 +235,31 @@ impl From<SubmitError> for ApiError {
     }
 }
 
+impl From<weft_sandbox::Error> for ApiError {
+    fn from(e: weft_sandbox::Error) -> Self {
+        use weft_sandbox::Error as E;
+        let msg = e.to_string();
+        match e {
+            E::NotFound(_) => ApiError::not_found(msg),
+            E::SkillExists(_) => ApiError::conflict(msg),
+            _ if e.is_caller_fault() => ApiError::invalid(msg),
+            _ => ApiError::internal(msg),
+        }
+    }
+}
+
+impl From<weft_sandbox::Error> for PlainError {
+    fn from(e: weft_sandbox::Error) -> Self {
+        PlainError(e.into())
+    }
+}
+
+impl From<weft_sandbox::Error> for OpenAiError {
+    fn from(e: weft_sandbox::Error) -> Self {
+        OpenAiError(e.into())
+    }
+}
+
 /// An error on a `/v1` route.
 pub struct OpenAiError(pub ApiError);
 

@@ -9,13 +9,15 @@
 //! They all translate to one internal request ([`generate::GenRequest`]) and read one event
 //! stream; inference (batching, sampling, stop strings, prefix reuse) lives in
 //! `weft_core::scheduler`. Shared pieces: `common/` (options, sampling, structured output,
-//! tools), `jobs/` (model pull / import / quantize jobs, routed under `/api/v1` and Ollama's
+//! tools), `skills/` (the skills registry on `/api` and `/v1`), `code/` (the sandbox, skills and
+//! artifacts the server holds, and the artifact downloads), `jobs/` (model pull / import / quantize jobs, routed under `/api/v1` and Ollama's
 //! `/api/pull`), `extract.rs` (JSON bodies rejected in the API's error shape), `error.rs` (one error
 //! type, rendered per surface), `stream.rs` (SSE / NDJSON), `logging.rs` (request ids and
 //! structured logs), `openapi.rs` (the generated document).
 
 mod admin;
 mod api;
+pub mod code;
 mod common;
 mod embeddings;
 mod error;
@@ -27,6 +29,7 @@ mod ollama;
 mod openai;
 mod openapi;
 mod ops;
+mod skills;
 mod state;
 mod stream;
 mod ui;
@@ -93,6 +96,7 @@ pub fn state(
     cfg: ServeConfig,
     registry: Arc<crate::registry::Registry>,
     jobs: Option<Arc<jobs::ModelJobs>>,
+    code: code::CodeTools,
 ) -> Shared {
-    Arc::new(AppState::new(cfg, registry, jobs))
+    Arc::new(AppState::new(cfg, registry, jobs, code))
 }

@@ -37,6 +37,8 @@ pub struct AppState {
     pub sessions: Mutex<HashMap<String, Vec<Message>>>,
     /// Model jobs (pull, import, quantize), when there is a models directory to write into.
     pub jobs: Option<Arc<super::jobs::ModelJobs>>,
+    /// The sandbox (with --code-exec), skills and artifacts.
+    pub code: super::code::CodeTools,
 }
 
 /// The handle handlers get.
@@ -47,11 +49,13 @@ impl AppState {
         cfg: ServeConfig,
         registry: Arc<Registry>,
         jobs: Option<Arc<super::jobs::ModelJobs>>,
+        code: super::code::CodeTools,
     ) -> Self {
         AppState {
             cfg,
             registry,
             jobs,
+            code,
             preload: OnceLock::new(),
             started: Instant::now(),
             sessions: Mutex::new(HashMap::new()),

@@ -89,14 +89,19 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
-/// `$WEFT_HOME/models`, or `~/.weft/models`.
-pub fn default_dir() -> Option<PathBuf> {
+/// `$WEFT_HOME`, or `~/.weft`.
+pub fn weft_home() -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("WEFT_HOME").filter(|h| !h.is_empty()) {
-        return Some(PathBuf::from(h).join("models"));
+        return Some(PathBuf::from(h));
     }
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
-        .map(|h| PathBuf::from(h).join(".weft").join("models"))
+        .map(|h| PathBuf::from(h).join(".weft"))
+}
+
+/// `$WEFT_HOME/models`, or `~/.weft/models`.
+pub fn default_dir() -> Option<PathBuf> {
+    weft_home().map(|h| h.join("models"))
 }
 
 impl Store {

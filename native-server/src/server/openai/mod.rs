@@ -33,6 +33,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(tokenize::detokenize))
         .routes(routes!(super::ops::metrics_json))
         .merge(super::embeddings::openai_routes())
+        .merge(super::skills::openai_routes())
         .route("/{*rest}", any(not_implemented))
 }
 

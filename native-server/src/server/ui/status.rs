@@ -65,7 +65,7 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
         parallel: st.cfg.parallel,
         projector: None,
         video: None,
-        skills: None,
+        skills: Some(crate::server::skills::status(&st.code.skills)),
         models,
     })
 }

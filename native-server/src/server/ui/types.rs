@@ -93,13 +93,13 @@ pub struct UiModels {
     pub context_length: usize,
     pub default_max_tokens: usize,
     pub parallel: usize,
-    /// Vision projector, video and skills support: none yet (null).
+    /// Vision projector and video support: none yet (null).
     #[schema(value_type = Option<Object>)]
     pub projector: Option<Value>,
     #[schema(value_type = Option<Object>)]
     pub video: Option<Value>,
-    #[schema(value_type = Option<Object>)]
-    pub skills: Option<Value>,
+    /// Whether the UI shows its skills control (null: skills disabled).
+    pub skills: Option<UiSkills>,
     pub models: Vec<UiModel>,
 }
 
@@ -110,4 +110,12 @@ pub struct QueueStatus {
     pub running_requests: u64,
     pub queue_capacity: usize,
     pub parallel: usize,
+}
+
+/// The `skills` field of `GET /api/models`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UiSkills {
+    pub enabled: bool,
+    pub installable: bool,
+    pub count: usize,
 }
