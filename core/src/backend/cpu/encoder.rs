@@ -116,6 +116,14 @@ pub fn encoder_attention(
                 break;
             }
             let (span, h) = (&spans[item / s.n_head], item % s.n_head);
+            let it = Item {
+                q,
+                k,
+                v,
+                s,
+                span,
+                h,
+            };
             let mut write = |r: usize, row: &[f32]| {
                 // SAFETY: row r, head h of `out` belongs to this work item alone.
                 let o = unsafe {
@@ -127,9 +135,9 @@ pub fn encoder_attention(
                 o.copy_from_slice(row);
             };
             if gemm {
-                attend_products(q, k, v, s, span, h, &mut scratch, &mut write);
+                it.products(&mut scratch, &mut write);
             } else {
-                attend_dots(q, k, v, s, span, h, &mut scratch, &mut write);
+                it.dots(&mut scratch, &mut write);
             }
         }
     };
@@ -148,71 +156,80 @@ struct Scratch {
     acc: Vec<f32>,
 }
 
-/// One (span, head) item as two GEMM-kernel products: scores = (scale·Q)·Kᵀ, softmax by row,
-/// out = P·V.
-#[allow(clippy::too_many_arguments)]
-fn attend_products(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+/// One (span, head) work item of [`encoder_attention`].
+struct Item<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
     s: AttnShape,
-    span: &SeqSpan,
+    span: &'a SeqSpan,
     h: usize,
-    buf: &mut Scratch,
-    write: &mut impl FnMut(usize, &[f32]),
-) {
-    let (hd, qc, kc) = (s.head_dim, s.n_head * s.head_dim, s.n_head_kv * s.head_dim);
-    let kh = h / (s.n_head / s.n_head_kv);
-    let (start, len, valid) = (span.start as usize, span.len as usize, span.valid as usize);
-    let keys = gemm_f32::pack_strided(&k[start * kc + kh * hd..], valid, hd, kc, s.scale);
-    let values = gemm_f32::pack_transposed(&v[start * kc + kh * hd..], valid, hd, kc);
-    buf.queries.clear();
-    for r in start..start + len {
-        buf.queries
-            .extend_from_slice(&q[r * qc + h * hd..r * qc + (h + 1) * hd]);
-    }
-    buf.scores.resize(len * valid, 0.0);
-    gemm_f32::product_serial(&keys, &buf.queries, len, &mut buf.scores, valid);
-    for row in buf.scores.chunks_exact_mut(valid) {
-        softmax_in_place(row);
-    }
-    buf.acc.resize(len * hd, 0.0);
-    gemm_f32::product_serial(&values, &buf.scores, len, &mut buf.acc, hd);
-    for (i, row) in buf.acc.chunks_exact(hd).enumerate() {
-        write(start + i, row);
-    }
 }
 
-/// The same item with a dot product per (query, key) pair (CPUs without the GEMM kernel).
-#[allow(clippy::too_many_arguments)]
-fn attend_dots(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    s: AttnShape,
-    span: &SeqSpan,
-    h: usize,
-    buf: &mut Scratch,
-    write: &mut impl FnMut(usize, &[f32]),
-) {
-    let (hd, qc, kc) = (s.head_dim, s.n_head * s.head_dim, s.n_head_kv * s.head_dim);
-    let kh = h / (s.n_head / s.n_head_kv);
-    let (start, valid) = (span.start as usize, span.valid as usize);
-    buf.scores.resize(valid, 0.0);
-    buf.acc.resize(hd, 0.0);
-    for r in start..start + span.len as usize {
-        let qr = &q[r * qc + h * hd..r * qc + (h + 1) * hd];
-        for (j, sc) in buf.scores.iter_mut().enumerate() {
-            let kr = &k[(start + j) * kc + kh * hd..(start + j) * kc + (kh + 1) * hd];
-            *sc = simd::dot(qr, kr) * s.scale;
+impl Item<'_> {
+    /// Query width, key/value width, and the offset of this head's key/value columns.
+    fn widths(&self) -> (usize, usize, usize) {
+        let s = &self.s;
+        let kh = self.h / (s.n_head / s.n_head_kv);
+        (
+            s.n_head * s.head_dim,
+            s.n_head_kv * s.head_dim,
+            kh * s.head_dim,
+        )
+    }
+
+    /// This head's query columns of row `r`.
+    fn query(&self, r: usize) -> &[f32] {
+        let (qc, hd) = (self.widths().0, self.s.head_dim);
+        &self.q[r * qc + self.h * hd..r * qc + (self.h + 1) * hd]
+    }
+
+    /// Two GEMM-kernel products: scores = (scale·Q)·Kᵀ, softmax by row, out = P·V.
+    fn products(&self, buf: &mut Scratch, write: &mut impl FnMut(usize, &[f32])) {
+        let (hd, (_, kc, kv)) = (self.s.head_dim, self.widths());
+        let span = self.span;
+        let (start, len, valid) = (span.start as usize, span.len as usize, span.valid as usize);
+        let keys = &self.k[start * kc + kv..];
+        let keys = gemm_f32::pack_strided(keys, valid, hd, kc, self.s.scale);
+        let values = gemm_f32::pack_transposed(&self.v[start * kc + kv..], valid, hd, kc);
+        buf.queries.clear();
+        for r in start..start + len {
+            buf.queries.extend_from_slice(self.query(r));
         }
-        softmax_in_place(&mut buf.scores);
-        buf.acc.iter_mut().for_each(|a| *a = 0.0);
-        for (j, &p) in buf.scores.iter().enumerate() {
-            let vr = &v[(start + j) * kc + kh * hd..(start + j) * kc + (kh + 1) * hd];
-            simd::axpy(&mut buf.acc, p, vr);
+        buf.scores.resize(len * valid, 0.0);
+        gemm_f32::product_serial(&keys, &buf.queries, len, &mut buf.scores, valid);
+        for row in buf.scores.chunks_exact_mut(valid) {
+            softmax_in_place(row);
         }
-        write(r, &buf.acc);
+        buf.acc.resize(len * hd, 0.0);
+        gemm_f32::product_serial(&values, &buf.scores, len, &mut buf.acc, hd);
+        for (i, row) in buf.acc.chunks_exact(hd).enumerate() {
+            write(start + i, row);
+        }
+    }
+
+    /// A dot product per (query, key) pair (CPUs without the GEMM kernel).
+    fn dots(&self, buf: &mut Scratch, write: &mut impl FnMut(usize, &[f32])) {
+        let (hd, (_, kc, kv)) = (self.s.head_dim, self.widths());
+        let (start, valid) = (self.span.start as usize, self.span.valid as usize);
+        fn row(m: &[f32], at: usize, hd: usize) -> &[f32] {
+            &m[at..at + hd]
+        }
+        let at = |j: usize| (start + j) * kc + kv;
+        buf.scores.resize(valid, 0.0);
+        buf.acc.resize(hd, 0.0);
+        for r in start..start + self.span.len as usize {
+            let qr = self.query(r);
+            for (j, sc) in buf.scores.iter_mut().enumerate() {
+                *sc = simd::dot(qr, row(self.k, at(j), hd)) * self.s.scale;
+            }
+            softmax_in_place(&mut buf.scores);
+            buf.acc.iter_mut().for_each(|a| *a = 0.0);
+            for (j, &p) in buf.scores.iter().enumerate() {
+                simd::axpy(&mut buf.acc, p, row(self.v, at(j), hd));
+            }
+            write(r, &buf.acc);
+        }
     }
 }
 
@@ -300,10 +317,18 @@ mod tests {
                 let mut write = |r: usize, row: &[f32]| {
                     out[r * 80 + h * 40..r * 80 + (h + 1) * 40].copy_from_slice(row)
                 };
+                let it = Item {
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    s,
+                    span: &span,
+                    h,
+                };
                 if products {
-                    attend_products(&q, &k, &v, s, &span, h, &mut buf, &mut write);
+                    it.products(&mut buf, &mut write);
                 } else {
-                    attend_dots(&q, &k, &v, s, &span, h, &mut buf, &mut write);
+                    it.dots(&mut buf, &mut write);
                 }
             }
             out

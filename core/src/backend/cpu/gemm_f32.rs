@@ -121,28 +121,54 @@ pub fn product_serial(w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32], ldo:
     };
     let (rows, cols) = (w.rows, w.cols);
     assert!(x.len() >= n_tok * cols && (n_tok == 0 || out.len() >= (n_tok - 1) * ldo + rows));
-    let mr_max = if isa == Isa::Avx512 { 6 } else { 3 };
     for p in 0..rows.div_ceil(NR) {
         let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
         let nr = NR.min(rows - p * NR);
-        let mut t = 0;
-        while t < n_tok {
-            let mr = mr_max.min(n_tok - t);
-            // SAFETY: the assert above bounds rows t..t+mr of `out` (nr ≤ rows columns from
-            // p·NR) and of `x`; the kernel's features were detected.
-            unsafe {
-                let o = out.as_mut_ptr().add(t * ldo + p * NR);
-                let xs = x.as_ptr().add(t * cols);
-                #[cfg(target_arch = "x86_64")]
-                match isa {
-                    Isa::Avx512 => x86::tile_avx512(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
-                    Isa::Avx2 => x86::tile_avx2(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
-                }
-            }
-            t += mr;
-        }
+        // SAFETY: the assert above bounds rows 0..n_tok of `out` (nr ≤ rows columns from p·NR)
+        // and of `x`; the kernel's features were detected.
+        unsafe {
+            panel_tiles(
+                isa,
+                panel,
+                nr,
+                cols,
+                x,
+                0..n_tok,
+                out.as_mut_ptr().add(p * NR),
+                ldo,
+            )
+        };
     }
     true
+}
+
+/// Rows `tokens` of `x` times one packed panel (`nr` weight rows), tile by tile, into `out`
+/// (the panel's first output column; rows `ldo` apart, indexed by token).
+/// SAFETY: `x` holds the `tokens` rows of `cols`; `out` has `nr` writable columns in each of
+/// those rows; the CPU has `isa`'s features.
+#[allow(clippy::too_many_arguments)]
+unsafe fn panel_tiles(
+    isa: Isa,
+    panel: &[f32],
+    nr: usize,
+    cols: usize,
+    x: &[f32],
+    tokens: std::ops::Range<usize>,
+    out: *mut f32,
+    ldo: usize,
+) {
+    let mr_max = if isa == Isa::Avx512 { 6 } else { 3 };
+    let mut t = tokens.start;
+    while t < tokens.end {
+        let mr = mr_max.min(tokens.end - t);
+        let (o, xs) = (out.add(t * ldo), x.as_ptr().add(t * cols));
+        #[cfg(target_arch = "x86_64")]
+        match isa {
+            Isa::Avx512 => x86::tile_avx512(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
+            Isa::Avx2 => x86::tile_avx2(mr, nr, cols, panel.as_ptr(), xs, o, ldo),
+        }
+        t += mr;
+    }
 }
 
 /// `out[t][r] = Σ_k x[t][k] · w[r][k]` for `n_tok` rows of `x`; false (nothing written) when
@@ -169,24 +195,10 @@ pub fn product(pool: &ThreadPool, w: &Packed, x: &[f32], n_tok: usize, out: &mut
             let (b, p) = (item / panels, item % panels);
             let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
             let nr = NR.min(rows - p * NR);
-            let t_end = ((b + 1) * TOKEN_BLOCK).min(n_tok);
-            let mr_max = if isa == Isa::Avx512 { 6 } else { 3 };
-            let mut t = b * TOKEN_BLOCK;
-            while t < t_end {
-                let mr = mr_max.min(t_end - t);
-                // SAFETY: rows t..t+mr, columns p·NR..p·NR+nr of `out` belong to this item
-                // alone; `x` holds n_tok rows of `cols`; the kernel's features were detected.
-                unsafe {
-                    let o = out_ptr.0.add(t * rows + p * NR);
-                    let xs = x.as_ptr().add(t * cols);
-                    #[cfg(target_arch = "x86_64")]
-                    match isa {
-                        Isa::Avx512 => x86::tile_avx512(mr, nr, cols, panel.as_ptr(), xs, o, rows),
-                        Isa::Avx2 => x86::tile_avx2(mr, nr, cols, panel.as_ptr(), xs, o, rows),
-                    }
-                }
-                t += mr;
-            }
+            let tokens = b * TOKEN_BLOCK..((b + 1) * TOKEN_BLOCK).min(n_tok);
+            // SAFETY: rows `tokens`, columns p·NR..p·NR+nr of `out` belong to this item alone;
+            // `x` holds n_tok rows of `cols`; the kernel's features were detected.
+            unsafe { panel_tiles(isa, panel, nr, cols, x, tokens, out_ptr.0.add(p * NR), rows) };
         }
     };
     if items <= 1 {
