@@ -53,6 +53,12 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
         .iter()
         .find(|(n, _)| Some(n) == default.as_ref())
         .and_then(|(_, r)| r.as_ref().ok());
+    // The registry rescans its folders: file-system work, kept off the async workers as the
+    // skills routes do.
+    let reg_skills = st.code.skills.clone();
+    let skills = tokio::task::spawn_blocking(move || crate::server::skills::status(&reg_skills))
+        .await
+        .ok();
     Json(UiModels {
         file: def.and_then(file_name),
         architecture: def.map(|r| r.facts.architecture.clone()),
@@ -65,7 +71,7 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
         parallel: st.cfg.parallel,
         projector: None,
         video: None,
-        skills: Some(crate::server::skills::status(&st.code.skills)),
+        skills,
         models,
     })
 }
