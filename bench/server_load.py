@@ -1,5 +1,6 @@
 """Load generator for OpenAI-compatible servers: streams greedy chat completions from C
-concurrent threads and reports aggregate generation tokens/s and time to first token.
+concurrent threads and reports aggregate generation tokens/s, time to first token and
+inter-token latency (p50 / p95 over all requests' gaps between content chunks).
 
 Usage: server_load.py --base http://127.0.0.1:8080 --model NAME [--concurrency 1,4,16]
                       [--requests-per-thread 2] [--max-tokens 64]
@@ -21,7 +22,7 @@ SUBJECTS = ["cats", "rivers", "winter", "bread", "music", "trains", "the moon", 
 
 
 def one(base, model, subject, max_tokens):
-    """One streamed request: (ttft seconds, chunks with content, seconds)."""
+    """One streamed request: (ttft seconds, chunks with content, seconds, inter-chunk gaps)."""
     u = urllib.parse.urlparse(base)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     body = json.dumps({"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens,
@@ -30,7 +31,7 @@ def one(base, model, subject, max_tokens):
     conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
     r = conn.getresponse()
     assert r.status == 200, (r.status, r.read())
-    ttft, chunks = None, 0
+    ttft, chunks, gaps, last = None, 0, [], None
     for raw in r:
         line = raw.decode().strip()
         if not line.startswith("data:"):
@@ -41,10 +42,22 @@ def one(base, model, subject, max_tokens):
         c = json.loads(data)
         if c.get("choices") and c["choices"][0].get("delta", {}).get("content"):
             chunks += 1
+            now = time.perf_counter()
             if ttft is None:
-                ttft = time.perf_counter() - t0
+                ttft = now - t0
+            else:
+                gaps.append(now - last)
+            last = now
     conn.close()
-    return ttft or 0.0, chunks, time.perf_counter() - t0
+    return ttft or 0.0, chunks, time.perf_counter() - t0, gaps
+
+
+def pct(xs, q):
+    """The q-quantile of xs (nearest rank)."""
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
 def level(base, model, c, per_thread, max_tokens):
@@ -67,9 +80,11 @@ def level(base, model, c, per_thread, max_tokens):
     wall = time.perf_counter() - t0
     tokens = sum(r[1] for r in results)
     ttfts = [r[0] for r in results]
+    gaps = [g for r in results for g in r[3]]
     return {"concurrency": c, "requests": len(results), "tokens": tokens, "wall_s": round(wall, 2),
             "gen_tok_s": round(tokens / wall, 2), "ttft_median_s": round(statistics.median(ttfts), 3),
-            "ttft_max_s": round(max(ttfts), 3)}
+            "ttft_p95_s": round(pct(ttfts, 0.95), 3), "ttft_max_s": round(max(ttfts), 3),
+            "itl_p50_s": round(pct(gaps, 0.5), 4), "itl_p95_s": round(pct(gaps, 0.95), 4)}
 
 
 def main():

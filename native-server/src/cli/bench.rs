@@ -8,7 +8,7 @@ use super::backend_args::BackendArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
-use weft_core::engine::{Engine, EngineConfig};
+use weft_core::engine::{Engine, EngineConfig, Row};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
 use weft_core::loaded::LoadedModel;
@@ -26,6 +26,11 @@ pub struct BenchArgs {
     /// Tokens generated one at a time (0 skips the generation test).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
+    /// Sequences generating together: each generation step is one batch of this many rows, one
+    /// per sequence (each sequence has its own prompt of `-p` tokens), so `tg` is the
+    /// aggregate rate of a server decoding this many streams at once.
+    #[arg(short = 'b', long = "batch", default_value_t = 1)]
+    batch: usize,
     /// Repetitions (median, min and max are reported).
     #[arg(short = 'r', long = "reps", default_value_t = 5)]
     reps: usize,
@@ -64,16 +69,19 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.n_prompt == 0 && a.n_gen == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
+    if a.batch == 0 {
+        bail!("-b must be at least 1");
+    }
     let threads = a.backend.threads();
     let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
     let backend = a.backend.create()?;
     let cfg = EngineConfig {
         kv: KvCacheConfig {
             n_ctx: a.n_prompt + a.n_gen + 1,
-            n_seq: 1,
+            n_seq: a.batch,
             ..Default::default()
         },
-        max_batch: a.n_prompt.max(1),
+        max_batch: a.n_prompt.max(a.batch),
     };
     let mut model =
         LoadedModel::from_file(file, backend, cfg, &mut |_, _| {}).context("loading the model")?;
@@ -84,24 +92,40 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let prompt: Vec<u32> = (0..a.n_prompt).map(token).collect();
 
     let once = |engine: &mut Engine| -> Result<(Option<f64>, Option<f64>)> {
-        let seq = engine.new_sequence()?;
+        let seqs = (0..a.batch)
+            .map(|_| engine.new_sequence())
+            .collect::<Result<Vec<_>, _>>()?;
         let mut pp = None;
+        let t = Instant::now();
+        for &seq in &seqs {
+            if a.n_prompt > 0 {
+                engine.prefill(seq, &prompt)?;
+            } else {
+                engine.prefill(seq, &[token(0)])?;
+            }
+        }
         if a.n_prompt > 0 {
-            let t = Instant::now();
-            engine.prefill(seq, &prompt)?;
-            pp = Some(a.n_prompt as f64 / t.elapsed().as_secs_f64());
-        } else {
-            engine.prefill(seq, &[token(0)])?;
+            pp = Some((a.n_prompt * a.batch) as f64 / t.elapsed().as_secs_f64());
         }
         let mut tg = None;
         if a.n_gen > 0 {
             let t = Instant::now();
             for i in 0..a.n_gen {
-                engine.decode(seq, token(a.n_prompt + i + 1))?;
+                let rows: Vec<Row> = seqs
+                    .iter()
+                    .map(|&seq| Row {
+                        seq,
+                        token: token(a.n_prompt + i + 1 + seq as usize),
+                        logits: true,
+                    })
+                    .collect();
+                engine.step(&rows)?;
             }
-            tg = Some(a.n_gen as f64 / t.elapsed().as_secs_f64());
+            tg = Some((a.n_gen * a.batch) as f64 / t.elapsed().as_secs_f64());
         }
-        engine.free_sequence(seq)?;
+        for seq in seqs {
+            engine.free_sequence(seq)?;
+        }
         Ok((pp, tg))
     };
     once(engine)?; // warm-up: page in the weights, as llama-bench does
@@ -119,6 +143,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         "threads": threads,
         "n_prompt": a.n_prompt,
         "n_gen": a.n_gen,
+        "batch": a.batch,
         "reps": a.reps,
         "prompt_tokens_per_s": summary(&pps),
         "gen_tokens_per_s": summary(&tgs),
@@ -128,9 +153,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "model: {}  backend: {}  threads: {threads}",
+            "model: {}  backend: {}  threads: {threads}  batch: {}",
             a.model.display(),
-            a.backend.backend
+            a.backend.backend,
+            a.batch
         );
         for (name, key, n) in [
             ("pp", "prompt_tokens_per_s", a.n_prompt),

@@ -15,7 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::registry::{
-    available_memory, parse_size, Catalog, KeepAlive, LoadConfig, Registry, RegistryConfig,
+    available_memory, parse_size, Catalog, KeepAlive, LoadConfig, Registry, RegistryConfig, Slots,
+    AUTO_KV_SHARE,
 };
 use crate::server::logging::{self, LogFormat};
 use crate::server::{self, Precedence, SamplingFields, ServeConfig, Shared};
@@ -51,9 +52,11 @@ pub struct ServeArgs {
     /// Context length per sequence, in tokens.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
-    /// Sequences generated concurrently (KV-cache slots).
-    #[arg(long, default_value_t = 4)]
-    parallel: usize,
+    /// Sequences generated concurrently per model (KV-cache slots): a number, or `auto`: as
+    /// many as fit an eighth of the memory budget at full context, at most 16 (a slot's
+    /// memory is reserved, and becomes resident only as its chats grow).
+    #[arg(long, default_value = "auto")]
+    parallel: String,
     /// Requests allowed to wait for a slot; beyond that, 429 with Retry-After.
     #[arg(long, default_value_t = 64)]
     queue: usize,
@@ -119,10 +122,14 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> Result<()> {
     a.backend.kind()?;
     logging::init(a.log_format, &a.log_level);
-    if a.ctx < 16 || a.parallel == 0 || a.batch == 0 || a.queue == 0 || a.max_loaded == 0 {
-        bail!(
-            "--ctx must be at least 16, and --parallel, --batch, --queue and --max-loaded positive"
-        );
+    let parallel = match a.parallel.as_str() {
+        "auto" => None,
+        n => Some(n.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+            anyhow::anyhow!("--parallel must be a positive number or auto, not {n:?}")
+        })?),
+    };
+    if a.ctx < 16 || a.batch == 0 || a.queue == 0 || a.max_loaded == 0 {
+        bail!("--ctx must be at least 16, and --batch, --queue and --max-loaded positive");
     }
     // The store ($WEFT_HOME/models) unless --models-dir or --model say otherwise.
     let store_dir = match &a.models_dir {
@@ -153,6 +160,18 @@ pub fn run(a: ServeArgs) -> Result<()> {
         Some(s) => parse_size(s).map_err(anyhow::Error::msg)?,
         None => available_memory().map(|m| m / 10 * 9).unwrap_or(u64::MAX),
     };
+    let parallel = match parallel {
+        Some(n) => Slots::Fixed(n),
+        None => Slots::Auto {
+            kv_budget: memory_budget / AUTO_KV_SHARE,
+        },
+    };
+    // What the UI's status reports: the default model's slots.
+    let default_slots = catalog
+        .default_name()
+        .and_then(|n| catalog.resolve(n).ok())
+        .map(|r| parallel.for_model(r.facts.kv_bytes_per_position(), a.ctx))
+        .unwrap_or(1);
     let backend = a.backend.clone();
     let registry = Registry::new(
         catalog,
@@ -160,7 +179,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             load: LoadConfig {
                 backend: Arc::new(move || backend.create()),
                 n_ctx: a.ctx,
-                parallel: a.parallel,
+                parallel,
                 batch: a.batch,
                 queue: a.queue,
             },
@@ -172,7 +191,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let cfg = ServeConfig {
         backend: a.backend.backend.clone(),
         n_ctx: a.ctx,
-        parallel: a.parallel,
+        parallel: default_slots,
         max_tokens: a.max_tokens,
         queue: a.queue,
         body_limit: a.body_limit,

@@ -27,12 +27,46 @@ pub struct LoadConfig {
     pub backend: BackendFactory,
     /// Context per sequence.
     pub n_ctx: usize,
-    /// Sequence slots per model.
-    pub parallel: usize,
+    /// Sequence slots per model: a number (`--parallel N`) or sized from each model.
+    pub parallel: Slots,
     /// Most rows per engine step.
     pub batch: usize,
     /// Requests allowed to wait for a slot, per model.
     pub queue: usize,
+}
+
+/// How many sequences a model decodes at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slots {
+    Fixed(usize),
+    /// As many as fit `kv_budget` bytes of full-context KV cache, from 1 to [`AUTO_MAX_SLOTS`].
+    Auto {
+        kv_budget: u64,
+    },
+}
+
+/// The most slots `--parallel auto` gives a model: where a batched decode step of the CPU
+/// backend stops gaining (the GEMM kernels take over at 12 rows and are compute-bound by 16 on
+/// 2 cores), and as many as llama-server's usual `-np 16`.
+pub const AUTO_MAX_SLOTS: usize = 16;
+
+/// The share of the memory budget `--parallel auto` lets one model's cache take. The cache is
+/// reserved, not resident: a slot's pages are touched only as its positions are written, so
+/// this bounds the worst case (every slot at full context), not the usual one.
+pub const AUTO_KV_SHARE: u64 = 8;
+
+impl Slots {
+    /// The slots for a model whose cache takes `kv_bytes_per_position` per position, at
+    /// `n_ctx` positions per slot.
+    pub fn for_model(self, kv_bytes_per_position: u64, n_ctx: usize) -> usize {
+        match self {
+            Slots::Fixed(n) => n,
+            Slots::Auto { kv_budget } => {
+                let per_slot = (kv_bytes_per_position * n_ctx as u64).max(1);
+                ((kv_budget / per_slot) as usize).clamp(1, AUTO_MAX_SLOTS)
+            }
+        }
+    }
 }
 
 /// A loaded model and the scheduler serving it.
@@ -48,6 +82,14 @@ pub struct Loaded {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+impl LoadConfig {
+    /// The sequence slots `facts`' model is loaded with.
+    pub fn slots(&self, facts: &Facts) -> usize {
+        self.parallel
+            .for_model(facts.kv_bytes_per_position(), self.n_ctx)
+    }
+}
+
 impl Loaded {
     /// Opens the file as a [`LoadedModel`] and starts the scheduler thread on its engine.
     pub fn load(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
@@ -58,7 +100,7 @@ impl Loaded {
         let engine_cfg = EngineConfig {
             kv: KvCacheConfig {
                 n_ctx: cfg.n_ctx,
-                n_seq: cfg.parallel,
+                n_seq: cfg.slots(&facts),
                 dtype: KvDtype::F16,
             },
             max_batch: cfg.batch,

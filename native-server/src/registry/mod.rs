@@ -34,7 +34,7 @@ pub use catalog::{Catalog, Entry, Origin, Overrides, Resolved, Target, STORE_FIL
 pub use embed_worker::{EmbedWorker, WorkerError};
 pub use facts::Facts;
 pub use keep_alive::KeepAlive;
-pub use loaded::{BackendFactory, LoadConfig, Loaded};
+pub use loaded::{BackendFactory, LoadConfig, Loaded, Slots, AUTO_KV_SHARE};
 pub use totals::{HistogramData, Totals};
 
 pub use error::RegistryError;
@@ -170,9 +170,10 @@ impl Registry {
         f(&mut self.lock().catalog)
     }
 
-    /// KV positions a model holds (context × slots), for its memory estimate.
-    fn positions(&self) -> u64 {
-        (self.cfg.load.n_ctx * self.cfg.load.parallel) as u64
+    /// KV positions a model holds (context × slots), for its memory estimate: every slot at
+    /// full context, the most its cache can become.
+    fn positions(&self, facts: &Facts) -> u64 {
+        (self.cfg.load.n_ctx * self.cfg.load.slots(facts)) as u64
     }
 
     /// Takes a lease on `requested` (or the default model), loading it first if needed.
@@ -238,7 +239,7 @@ impl Registry {
                 _ => Ok(Step::Wait),
             };
         }
-        let need = r.facts.resident_estimate(self.positions());
+        let need = r.facts.resident_estimate(self.positions(&r.facts));
         if need > self.cfg.memory_budget {
             return Err(RegistryError::Unavailable(format!(
                 "model {:?} needs about {} MiB but the memory budget is {} MiB (raise \

@@ -128,6 +128,104 @@ pub(super) unsafe fn rows(
     PREPARED.with(|p| *p.borrow_mut() = prepared);
 }
 
+/// The most activation rows one call of [`rows_multi`] takes: each weight block is read and
+/// unpacked once for up to this many tokens (eight: two accumulators each plus the block fill
+/// 18 of the 32 ymm registers AVX-512 VL gives).
+pub(super) const MAX_TOKENS: usize = 8;
+
+/// [`rows`] for `K` (≤ [`MAX_TOKENS`]) activation rows at once (a batched decode step):
+/// `out[r · out_stride + k]` = the dot of weight row `r` with `acts[k]`. Each (row, token)
+/// gets the bits [`rows`] gives it: the same float steps per token, only the weight block's
+/// loads and unpacking are shared.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn rows_multi<const K: usize>(
+    kind: Kind,
+    w: &[u8],
+    n_rows: usize,
+    acts: [&[u8]; K],
+    nb: usize,
+    out: &mut [f32],
+    out_stride: usize,
+) {
+    debug_assert!(w.len() >= n_rows * nb * kind.size());
+    debug_assert!(K <= MAX_TOKENS);
+    debug_assert!(n_rows == 0 || out.len() >= (n_rows - 1) * out_stride + K);
+    let mut prepared = PREPARED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let mut all = Vec::with_capacity(K * nb);
+    for act in acts {
+        prepare(kind, act, nb, &mut prepared);
+        all.extend_from_slice(&prepared[..nb]);
+    }
+    let row_bytes = nb * kind.size();
+    for r in 0..n_rows {
+        let x = w.as_ptr().add(r * row_bytes);
+        let v = match kind {
+            Kind::Q8_0 => rows_biased_multi(x, &all, nb, 34, |b| {
+                _mm256_xor_si256(
+                    _mm256_loadu_si256(b.add(2) as *const __m256i),
+                    _mm256_set1_epi8(-128),
+                )
+            }),
+            Kind::Q4_0 => rows_biased_multi(x, &all, nb, 18, |b| nibbles_32(b.add(2))),
+            Kind::Q5_0 => rows_biased_multi(x, &all, nb, 22, |b| {
+                let fifth = (b.add(2) as *const u32).read_unaligned();
+                let nib = nibbles_32(b.add(6));
+                _mm256_mask_add_epi8(nib, fifth, nib, _mm256_set1_epi8(0x10))
+            }),
+            Kind::Q4_1 => {
+                let mut v = [0f32; K];
+                for (k, v) in v.iter_mut().enumerate() {
+                    *v = row_q4_1(x, &all[k * nb..(k + 1) * nb]);
+                }
+                v
+            }
+        };
+        out.get_unchecked_mut(r * out_stride..r * out_stride + K)
+            .copy_from_slice(&v);
+    }
+    PREPARED.with(|p| *p.borrow_mut() = prepared);
+}
+
+/// One row against `K` prepared activation rows (`acts[k · nb + i]`: token k's block i): per
+/// token, the float steps of [`row_biased`].
+#[inline(always)]
+unsafe fn rows_biased_multi<const K: usize>(
+    x: *const u8,
+    acts: &[ActBlock],
+    nb: usize,
+    size: usize,
+    quants: impl Fn(*const u8) -> __m256i,
+) -> [f32; K] {
+    // Even and odd blocks in two named accumulator sets (not one array indexed by parity,
+    // which would keep them in memory rather than in registers); a macro rather than a
+    // closure so that the intrinsics stay inlined in this function's target features.
+    macro_rules! block {
+        ($i:expr, $acc:ident) => {{
+            let i = $i;
+            let bw = x.add(i * size);
+            let dw = f16x8_at(bw);
+            let q = quants(bw);
+            for (k, acc) in $acc.iter_mut().enumerate() {
+                let a = acts.get_unchecked(k * nb + i);
+                let d = _mm256_mul_ps(dw, a.d);
+                let p = _mm256_dpbusd_epi32(a.corr, q, a.q);
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
+            }
+        }};
+    }
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); K], [_mm256_setzero_ps(); K]);
+    let mut i = 0;
+    while i + 2 <= nb {
+        block!(i, acc0);
+        block!(i + 1, acc1);
+        i += 2;
+    }
+    if i < nb {
+        block!(i, acc0);
+    }
+    std::array::from_fn(|k| hsum_ps(_mm256_add_ps(acc0[k], acc1[k])))
+}
+
 /// Rows ahead whose bytes are requested before they are read.
 const PREFETCH_ROWS: usize = 4;
 

@@ -76,10 +76,28 @@ pub fn has_gemm_kernel(w: GgmlType) -> bool {
 /// The fewest activation rows for which the GEMM path pays for its weight unpacking (the
 /// K-family kernel works on 16 tokens at a time, padding the rest).
 fn min_tokens(f: Family) -> usize {
+    if let Some(n) = min_tokens_override() {
+        return n;
+    }
+    // Below these counts the multi-token row kernels win: a panel holds three bytes per
+    // weight, written and read again, which only many tokens repay (measured with
+    // `WEFT_GEMM_MIN_TOKENS` and `weft bench -b`: Qwen2.5 0.5B, lane types, even at 8
+    // tokens, 25 % ahead at 16).
     match f {
-        Family::Lane => 4,
+        Family::Lane => 12,
         Family::K => 8,
     }
+}
+
+/// `WEFT_GEMM_MIN_TOKENS=N`: the fewest activation rows a product takes the GEMM kernels for
+/// (both families), for measuring where they overtake the multi-token dot kernels.
+fn min_tokens_override() -> Option<usize> {
+    static N: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("WEFT_GEMM_MIN_TOKENS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
 }
 
 /// Activation rows laid out for the GEMM micro-kernels of one weight type (built once per
@@ -117,10 +135,19 @@ impl GemmActs {
     ///
     /// Panics when `acts` does not hold `n_tok` rows of `n` elements (a caller bug).
     pub fn prepare(&mut self, w: GgmlType, acts: &[u8], n: usize, n_tok: usize) -> bool {
+        match family(w) {
+            Some(f) if n_tok >= min_tokens(f) => self.prepare_any(w, acts, n, n_tok),
+            _ => false,
+        }
+    }
+
+    /// [`Self::prepare`] for any token count (the kernels are exact for every count; tests
+    /// use this to reach the partial micro-tiles of small counts).
+    pub(super) fn prepare_any(&mut self, w: GgmlType, acts: &[u8], n: usize, n_tok: usize) -> bool {
         let Some(f) = family(w) else {
             return false;
         };
-        if n_tok < min_tokens(f) || n == 0 || !n.is_multiple_of(w.block_size()) {
+        if n_tok == 0 || n == 0 || !n.is_multiple_of(w.block_size()) {
             return false;
         }
         let act_bytes = super::vec_dot_type(w).bytes_for(n as u64).unwrap_or(0) as usize;

@@ -266,6 +266,10 @@ pub fn vec_dot_tile(
     let mut t0 = 0;
     let multi = kernel_level() >= 2;
     #[cfg(target_arch = "x86_64")]
+    if multi {
+        t0 = rows_multi_simd(w, w_rows, row_bytes, acts, act_bytes, nb, n_tok, out);
+    }
+    #[cfg(target_arch = "x86_64")]
     if multi && has_avx2() {
         if let Some(f) = avx2_multi_kernel(w) {
             const K: usize = avx2_multi::COLS;
@@ -296,6 +300,62 @@ pub fn vec_dot_tile(
             out[r * n_tok + t] = unsafe { f(row, a, nb) };
         }
     }
+}
+
+/// The AVX-512 row kernels for groups of `avx512_rows::TOKENS` activation rows from the
+/// first, when this CPU and type have them; returns how many activation rows were done.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn rows_multi_simd(
+    w: GgmlType,
+    w_rows: &[u8],
+    row_bytes: usize,
+    acts: &[u8],
+    act_bytes: usize,
+    nb: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) -> usize {
+    use avx512_rows::Kind;
+    let kind = match w {
+        GgmlType::Q8_0 => Kind::Q8_0,
+        GgmlType::Q4_0 => Kind::Q4_0,
+        GgmlType::Q5_0 => Kind::Q5_0,
+        GgmlType::Q4_1 => Kind::Q4_1,
+        _ => return 0,
+    };
+    if !avx512_rows::available() {
+        return 0;
+    }
+    let n_rows = w_rows.len() / row_bytes;
+    let mut t0 = 0;
+    macro_rules! groups_of {
+        ($k:literal) => {
+            while t0 + $k <= n_tok {
+                let cols: [&[u8]; $k] =
+                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
+                // SAFETY: features checked; `vec_dot_tile` checked every row's and
+                // activation's length, and `out` holds `n_rows · n_tok` values.
+                unsafe {
+                    avx512_rows::rows_multi::<$k>(
+                        kind,
+                        w_rows,
+                        n_rows,
+                        cols,
+                        nb,
+                        &mut out[t0..],
+                        n_tok,
+                    )
+                };
+                t0 += $k;
+            }
+        };
+    }
+    const _: () = assert!(avx512_rows::MAX_TOKENS == 8);
+    groups_of!(8);
+    groups_of!(4);
+    groups_of!(2);
+    t0
 }
 
 /// Runs a SIMD row kernel for activation row `t`, if this CPU and type have one, writing
