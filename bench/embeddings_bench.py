@@ -15,9 +15,37 @@ import tempfile
 import time
 
 THREADS = 2
+os.environ["OMP_NUM_THREADS"] = str(THREADS)
+
+
+def timed(f, batch, reps):
+    f(batch)  # warm-up
+    runs = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f(batch)
+        runs.append(len(batch) / (time.perf_counter() - t))
+    return statistics.median(runs)
+
+
+if sys.argv[1] == "--llama":
+    # llama.cpp in a process of its own: its OpenMP threads and PyTorch's, in one process,
+    # spin-wait against each other on 2 cores (measured: both fell to ~1 embedding/s).
+    from llama_cpp import Llama
+
+    gguf, reps, path = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    batch = open(path).read().splitlines()
+    # Batches of llama.cpp's default micro-batch (512 tokens: 3 of these sentences per
+    # decode). One 8192-token batch is far slower: with embedding=True llama-cpp-python packs
+    # up to 256 sequences into one unified cache, and the encoder's attention then spans every
+    # token of the batch under a mask (measured: 0.8 embeddings/s at batch 32).
+    llm = Llama(model_path=gguf, embedding=True, n_threads=THREADS, n_threads_batch=THREADS,
+                n_ctx=8192, n_batch=512, n_ubatch=512, verbose=False)
+    print(timed(lambda b: llm.embed(b, normalize=True), batch, reps))
+    sys.exit(0)
+
 weft_bin, folder, gguf = sys.argv[1:4]
 reps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
-os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
 import torch  # noqa: E402
 from sentence_transformers import SentenceTransformer  # noqa: E402
@@ -42,35 +70,29 @@ n_tok = [len(tok(t)["input_ids"]) for t in texts]
 print(f"sentences: {len(texts)}, tokens each {min(n_tok)}..{max(n_tok)}", file=sys.stderr)
 
 
-def timed(f, batch):
-    f(batch)  # warm-up
-    runs = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f(batch)
-        runs.append(len(batch) / (time.perf_counter() - t))
-    return statistics.median(runs)
-
-
 def st_run(batch):
     st.encode(batch, batch_size=len(batch), convert_to_numpy=True)
 
 
-from llama_cpp import Llama  # noqa: E402
-
-llm = Llama(model_path=gguf, embedding=True, n_threads=THREADS, n_threads_batch=THREADS,
-            n_ctx=8192, n_batch=8192, n_ubatch=8192, verbose=False)
+def batch_file(batch):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(batch) + "\n")
+        return f.name
 
 
 def llama_run(batch):
-    llm.embed(batch, normalize=True)
+    """llama-cpp-python's `embed` (embedding=True: up to 256 sequences per decode, unified KV)
+    in a child process on the batch."""
+    path = batch_file(batch)
+    out = subprocess.run([sys.executable, __file__, "--llama", gguf, str(reps), path],
+                         capture_output=True, text=True, check=True)
+    os.unlink(path)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def weft_run_factory(batch):
     """`weft embed --bench` on the batch (one process: load once, warm up, then reps)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n".join(batch) + "\n")
-        path = f.name
+    path = batch_file(batch)
     out = subprocess.run([weft_bin, "embed", "--model", folder, "--threads", str(THREADS),
                           "--input-file", path, "--bench", str(reps)],
                          capture_output=True, text=True, check=True)
@@ -82,8 +104,8 @@ rows = []
 for n in (1, 32, 256):
     batch = texts[:n]
     r = {"batch": n}
-    r["sentence_transformers"] = timed(st_run, batch)
-    r["llama_cpp"] = timed(llama_run, batch)
+    r["sentence_transformers"] = timed(st_run, batch, reps)
+    r["llama_cpp"] = llama_run(batch)
     r["weft"] = weft_run_factory(batch)
     rows.append(r)
     print(json.dumps(r), file=sys.stderr)
