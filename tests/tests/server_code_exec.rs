@@ -1,0 +1,194 @@
+//! Server-side code execution through `weft serve --code-exec` with Qwen2.5-Coder 0.5B: the
+//! official `openai` client asks for a computation (the server runs `run_python` and answers
+//! with its result) and for a CSV file (its artifact URL downloads byte for byte, streamed);
+//! the chat-UI stream shows `tool_progress` and `skill_step` frames; an unknown skill is a 400
+//! on every chat surface; `/openapi.json` documents the artifact route and the new fields.
+//!
+//! Needs the model and the sandbox runtimes (`scripts/fetch-models.sh`,
+//! `scripts/fetch-sandbox.sh`); skips loudly when one is missing, fails under CI.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+use weft_core::test_support::model_path;
+use weft_sandbox::runtimes;
+use weft_tests::{python, Server};
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("weft-code-exec-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A system prompt and one worked exchange (a call, its result, the answer): the 0.5B model
+/// follows an example far more reliably than instructions (as in tests/py/code_exec_client.py).
+fn conversation(question: &str) -> Value {
+    let result = json!({"exit_code": 0, "stdout": "385\n", "stderr": "", "error": null,
+                        "files_created": [], "files_modified": []});
+    let code = "total = 0\nfor n in range(1, 11):\n    total += n * n\nprint(total)";
+    json!([
+        {"role": "system", "content": "You are a helpful assistant. Compute with the run_python tool: write a complete program that prints the result, then answer with the printed value."},
+        {"role": "user", "content": "Use Python to compute the sum of the squares of 1 to 10."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_ex1", "type": "function",
+            "function": {"name": "run_python", "arguments": json!({"code": code}).to_string()}}]},
+        {"role": "tool", "tool_call_id": "call_ex1", "content": result.to_string()},
+        {"role": "assistant", "content": "The sum of the squares of 1 to 10 is 385."},
+        {"role": "user", "content": question},
+    ])
+}
+
+fn ui_frames(body: &weft_tests::Response) -> Vec<Value> {
+    body.sse_data()
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))
+        .collect()
+}
+
+#[test]
+fn code_exec_over_http() {
+    let Some(model) = model_path("qwen2") else {
+        return;
+    };
+    if !weft_sandbox::test_support::runtimes_present("code_exec_over_http") {
+        return;
+    }
+    // The runtimes as this process finds them; the server gets a private WEFT_HOME (skills,
+    // artifacts), so it is told where they are.
+    let sandbox_dir = runtimes::default_dir();
+    let home = scratch("home");
+    let skills = scratch("skills");
+    std::fs::create_dir_all(skills.join("greet")).unwrap();
+    std::fs::write(
+        skills.join("greet/SKILL.md"),
+        "---\nname: greet\ndescription: Greets people politely.\n---\n# greet\n\nSay hello.\n",
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "--model",
+        &model.display().to_string(),
+        "--ctx",
+        "4096",
+        "--code-exec",
+        "--skills-dir",
+        &skills.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let s = Server::start_env(
+        &args,
+        &[("WEFT_HOME", &home), ("WEFT_SANDBOX_DIR", &sandbox_dir)],
+    );
+    let name = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+
+    // The document lists the hand-registered artifact route and the skills fields.
+    let doc = s.request("GET", "/openapi.json", None).json();
+    let art = &doc["paths"]["/api/code/artifacts/{run_id}/{path}"]["get"];
+    assert!(art.is_object(), "{}", doc["paths"]);
+    assert_eq!(art["tags"][0], "code");
+    let schemas = &doc["components"]["schemas"];
+    for (schema, field) in [
+        ("ChatRequest", "skills"),
+        ("OllamaChatRequest", "skills"),
+        ("UiChatRequest", "skills_discovery"),
+        ("AssistantMessage", "executed_calls"),
+        ("ExecutedCall", "output"),
+        ("SkillStepFrame", "skill_step"),
+        ("ToolProgressFrame", "tool_progress"),
+    ] {
+        let found = schemas[schema]["properties"].get(field).is_some()
+            || schemas[schema]["allOf"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|p| p["properties"].get(field).is_some()));
+        assert!(found, "{schema}.{field} missing: {}", schemas[schema]);
+    }
+
+    // An unknown skill is a 400 in each surface's error shape, before any generation.
+    let bad = |path: &str, body: Value| {
+        let r = s.request("POST", path, Some(&body.to_string()));
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains("no-such-skill"), "{path}: {}", r.body);
+        r.json()
+    };
+    let msgs = json!([{"role": "user", "content": "hi"}]);
+    let e = bad(
+        "/v1/chat/completions",
+        json!({"model": name, "messages": msgs, "skills": ["no-such-skill"]}),
+    );
+    assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+    let e = bad(
+        "/api/chat",
+        json!({"model": name, "messages": msgs, "skills": ["no-such-skill"]}),
+    );
+    assert!(e["error"].is_string(), "{e}");
+    bad(
+        "/api/chat",
+        json!({"maxTokens": 4, "messages": msgs, "skills": ["no-such-skill"]}),
+    );
+
+    // The official client: a computation and a CSV artifact (tests/py/code_exec_client.py).
+    if let Some(out) = python("code_exec_client.py", &s.base(), &[name], &["openai"]) {
+        assert!(out.contains("ALL OK"), "{out}");
+    }
+
+    // The chat-UI stream (`/api/chat` with a chat-UI body): the call's frames, then the answer.
+    let body = json!({
+        "maxTokens": 120,
+        "temperature": 0,
+        "messages": conversation("Use Python to compute the 20th Fibonacci number."),
+    });
+    let r = s.request("POST", "/api/chat", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let frames = ui_frames(&r);
+    let kinds: Vec<String> = frames
+        .iter()
+        .filter_map(|f| {
+            f.get("tool_progress")
+                .map(|p| format!("progress {}", p.as_str().unwrap()))
+                .or_else(|| f.get("skill_step").map(|t| format!("step {t}")))
+        })
+        .collect();
+    assert!(
+        kinds.starts_with(&[
+            "progress running".to_string(),
+            "progress finished".to_string(),
+            "step \"run_python\"".to_string(),
+        ]),
+        "{kinds:?}\n{frames:?}"
+    );
+    let running = frames
+        .iter()
+        .find(|f| f["tool_progress"] == "running")
+        .unwrap();
+    assert_eq!(running["tool"], "run_python");
+    assert_eq!(running["seconds"], 0.0);
+    assert!(
+        running["detail"].as_str().unwrap().starts_with("python · "),
+        "{running}"
+    );
+    let finished = frames
+        .iter()
+        .find(|f| f["tool_progress"] == "finished")
+        .unwrap();
+    assert!(finished["seconds"].as_f64().unwrap() > 0.0, "{finished}");
+    assert!(
+        finished["detail"].is_null() && finished["text"] == "",
+        "{finished}"
+    );
+    let step = frames
+        .iter()
+        .find(|f| f.get("skill_step").is_some())
+        .unwrap();
+    assert_eq!(step["ok"], true, "{step}");
+    assert_eq!(step["round"], 1, "{step}");
+    assert!(
+        step["skill"].is_null() && step["files"].is_array(),
+        "{step}"
+    );
+    let text: String = frames.iter().filter_map(|f| f["token"].as_str()).collect();
+    assert!(text.contains("6765"), "{text:?}");
+    let done = frames.last().unwrap();
+    assert_eq!(done["done"], true, "{done}");
+    assert!(done["error"].is_null(), "{done}");
+}
