@@ -24,18 +24,37 @@ fn scratch(tag: &str) -> PathBuf {
 /// A system prompt and one worked exchange (a call, its result, the answer): the 0.5B model
 /// follows an example far more reliably than instructions (as in tests/py/code_exec_client.py).
 fn conversation(question: &str) -> Value {
-    let result = json!({"exit_code": 0, "stdout": "385\n", "stderr": "", "error": null,
-                        "files_created": [], "files_modified": []});
-    let code = "total = 0\nfor n in range(1, 11):\n    total += n * n\nprint(total)";
+    // Written as Python's json.dumps writes them, so the prompt is the Python client's.
+    let result = r#"{"exit_code": 0, "stdout": "385\n", "stderr": "", "error": null, "files_created": [], "files_modified": []}"#;
+    let arguments =
+        r#"{"code": "total = 0\nfor n in range(1, 11):\n    total += n * n\nprint(total)"}"#;
     json!([
         {"role": "system", "content": "You are a helpful assistant. Compute with the run_python tool: write a complete program that prints the result, then answer with the printed value."},
         {"role": "user", "content": "Use Python to compute the sum of the squares of 1 to 10."},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "call_ex1", "type": "function",
-            "function": {"name": "run_python", "arguments": json!({"code": code}).to_string()}}]},
-        {"role": "tool", "tool_call_id": "call_ex1", "content": result.to_string()},
+            "function": {"name": "run_python", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_ex1", "content": result},
         {"role": "assistant", "content": "The sum of the squares of 1 to 10 is 385."},
         {"role": "user", "content": question},
     ])
+}
+
+/// Whether a schema has `field`, directly or through an `allOf` part (a flattened struct is a
+/// `$ref` there).
+fn has_field(schemas: &Value, schema: &Value, field: &str) -> bool {
+    if schema["properties"].get(field).is_some() {
+        return true;
+    }
+    let part = |p: &Value| match p["$ref"].as_str() {
+        Some(r) => {
+            let name = r.rsplit('/').next().unwrap_or("");
+            has_field(schemas, &schemas[name], field)
+        }
+        None => has_field(schemas, p, field),
+    };
+    schema["allOf"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(part))
 }
 
 fn ui_frames(body: &weft_tests::Response) -> Vec<Value> {
@@ -97,10 +116,7 @@ fn code_exec_over_http() {
         ("SkillStepFrame", "skill_step"),
         ("ToolProgressFrame", "tool_progress"),
     ] {
-        let found = schemas[schema]["properties"].get(field).is_some()
-            || schemas[schema]["allOf"]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|p| p["properties"].get(field).is_some()));
+        let found = has_field(schemas, &schemas[schema], field);
         assert!(found, "{schema}.{field} missing: {}", schemas[schema]);
     }
 
@@ -176,17 +192,18 @@ fn code_exec_over_http() {
         finished["detail"].is_null() && finished["text"] == "",
         "{finished}"
     );
+    let text: String = frames.iter().filter_map(|f| f["token"].as_str()).collect();
     let step = frames
         .iter()
         .find(|f| f.get("skill_step").is_some())
         .unwrap();
+    eprintln!("chat-UI answer: {text:?}");
     assert_eq!(step["ok"], true, "{step}");
     assert_eq!(step["round"], 1, "{step}");
     assert!(
         step["skill"].is_null() && step["files"].is_array(),
         "{step}"
     );
-    let text: String = frames.iter().filter_map(|f| f["token"].as_str()).collect();
     assert!(text.contains("6765"), "{text:?}");
     let done = frames.last().unwrap();
     assert_eq!(done["done"], true, "{done}");
