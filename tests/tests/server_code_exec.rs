@@ -1,7 +1,8 @@
 //! Server-side code execution through `weft serve --code-exec` with Qwen2.5-Coder 0.5B: the
 //! official `openai` client asks for a computation (the server runs `run_python` and answers
 //! with its result) and for a CSV file (its artifact URL downloads byte for byte, streamed);
-//! the chat-UI stream shows `tool_progress` and `skill_step` frames; an unknown skill is a 400
+//! the chat-UI stream shows `tool_progress` and `skill_step` frames; Ollama's streamed chat
+//! ends with the executed calls; an unknown skill is a 400
 //! on every chat surface; `/openapi.json` documents the artifact route and the new fields.
 //!
 //! Needs the model and the sandbox runtimes (`scripts/fetch-models.sh`,
@@ -208,4 +209,38 @@ fn code_exec_over_http() {
     let done = frames.last().unwrap();
     assert_eq!(done["done"], true, "{done}");
     assert!(done["error"].is_null(), "{done}");
+
+    // Ollama's chat, streamed: the same conversation in Ollama's message shape (the prompt
+    // renders the same); content lines, then the final frame with `executed_calls`.
+    let mut convo = conversation("Use Python to compute the 20th Fibonacci number.");
+    let call = convo[2]["tool_calls"][0]["function"].clone();
+    let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+    convo[2] = json!({"role": "assistant", "content": "", "tool_calls": [
+        {"function": {"name": "run_python", "arguments": args}}]});
+    convo[3] = json!({"role": "tool", "content": convo[3]["content"], "tool_name": "run_python"});
+    let body = json!({"model": name, "messages": convo, "stream": true,
+                      "options": {"temperature": 0, "num_predict": 120}});
+    let r = s.request("POST", "/api/chat", Some(&body.to_string()));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let lines: Vec<Value> = r
+        .body
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let text: String = lines
+        .iter()
+        .filter_map(|l| l["message"]["content"].as_str())
+        .collect();
+    eprintln!("Ollama answer: {text:?}");
+    assert!(text.contains("6765"), "{text:?}");
+    let last = lines.last().unwrap();
+    assert_eq!(last["done"], true, "{last}");
+    let executed = &last["message"]["executed_calls"];
+    assert_eq!(executed[0]["name"], "run_python", "{last}");
+    assert_eq!(executed[0]["ok"], true, "{last}");
+    assert!(
+        executed[0]["output"].as_str().unwrap().contains("6765"),
+        "{last}"
+    );
 }
