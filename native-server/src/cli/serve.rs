@@ -53,8 +53,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
     /// Sequences generated concurrently per model (KV-cache slots): a number, or `auto`: as
-    /// many as fit an eighth of the memory budget at full context, at most 16 (a slot's
-    /// memory is reserved, and becomes resident only as its chats grow).
+    /// many as fit an eighth of the memory budget at full context, at most 16.
     #[arg(long, default_value = "auto")]
     parallel: String,
     /// Requests allowed to wait for a slot; beyond that, 429 with Retry-After.

@@ -50,9 +50,8 @@ pub enum Slots {
 /// 2 cores), and as many as llama-server's usual `-np 16`.
 pub const AUTO_MAX_SLOTS: usize = 16;
 
-/// The share of the memory budget `--parallel auto` lets one model's cache take. The cache is
-/// reserved, not resident: a slot's pages are touched only as its positions are written, so
-/// this bounds the worst case (every slot at full context), not the usual one.
+/// The share of the memory budget `--parallel auto` lets one model's cache take (every slot at
+/// full context).
 pub const AUTO_KV_SHARE: u64 = 8;
 
 impl Slots {

@@ -16,13 +16,10 @@ enum Store {
 }
 
 impl Store {
-    /// Zeroed storage from the allocator's zeroed pages (not written zeros), so a slot's
-    /// memory becomes resident only as its positions are written: sixteen slots of a long
-    /// context cost what their chats hold, not sixteen full contexts.
     fn new(dtype: KvDtype, len: usize) -> Self {
         match dtype {
-            KvDtype::F16 => Store::F16(bytemuck::zeroed_vec(len)),
-            KvDtype::F32 => Store::F32(bytemuck::zeroed_vec(len)),
+            KvDtype::F16 => Store::F16(vec![f16::ZERO; len]),
+            KvDtype::F32 => Store::F32(vec![0.0; len]),
         }
     }
 
