@@ -619,6 +619,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((n * scale) as u64)
 }
 
+/// Hands the memory an unloaded model freed back to the system before the next model loads.
+/// glibc keeps freed heap blocks (cache slots, activations of the model's threads) in its
+/// arenas, where they still count as resident; the next model would then add to them.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns unused memory of the allocator to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_size;
@@ -631,16 +642,5 @@ mod tests {
         assert_eq!(parse_size("300MiB").unwrap(), 300 << 20);
         assert!(parse_size("lots").is_err());
         assert!(parse_size("5 parsecs").is_err());
-    }
-}
-
-/// Hands the memory an unloaded model freed back to the system before the next model loads.
-/// glibc keeps freed heap blocks (cache slots, activations of the model's threads) in its
-/// arenas, where they still count as resident; the next model would then add to them.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns unused memory of the allocator to the system.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
