@@ -32,14 +32,13 @@ impl Shape {
                     content: text,
                     tool_calls: (!calls.is_empty())
                         .then(|| calls.iter().map(OllamaToolCall::from).collect()),
-                    executed_calls: None,
                 },
             },
             Shape::Generate => Payload::Generate { response: text },
         }
     }
 
-    pub(super) fn frame(self, model: &str, text: String, calls: &[ToolCall]) -> Frame {
+    fn frame(self, model: &str, text: String, calls: &[ToolCall]) -> Frame {
         Frame {
             model: model.to_string(),
             created_at: now_rfc3339(),
@@ -51,7 +50,7 @@ impl Shape {
     }
 
     /// The final frame.
-    pub(super) fn last(self, model: &str, text: String, calls: &[ToolCall], s: &Summary) -> Frame {
+    fn last(self, model: &str, text: String, calls: &[ToolCall], s: &Summary) -> Frame {
         Frame {
             done: true,
             done_reason: Some(finish_reason(s)),

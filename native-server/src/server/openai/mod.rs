@@ -7,7 +7,6 @@ mod models;
 mod request;
 mod respond;
 mod tokenize;
-mod tool_loop;
 pub mod types;
 
 use axum::extract::Path;

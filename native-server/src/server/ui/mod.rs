@@ -5,7 +5,6 @@
 pub mod chat;
 mod sessions;
 mod status;
-mod tool_loop;
 pub mod types;
 
 use utoipa_axum::router::OpenApiRouter;
