@@ -165,23 +165,24 @@ pub fn run(a: ServeArgs) -> Result<()> {
             kv_budget: memory_budget / AUTO_KV_SHARE,
         },
     };
+    let backend = a.backend.clone();
+    let load = LoadConfig {
+        backend: Arc::new(move || backend.create()),
+        n_ctx: a.ctx,
+        parallel,
+        batch: a.batch,
+        queue: a.queue,
+    };
     // What the UI's status reports: the default model's slots.
     let default_slots = catalog
         .default_name()
         .and_then(|n| catalog.resolve(n).ok())
-        .map(|r| parallel.for_model(r.facts.kv_bytes_per_position(), a.ctx))
+        .map(|r| load.slots(&r.facts))
         .unwrap_or(1);
-    let backend = a.backend.clone();
     let registry = Registry::new(
         catalog,
         RegistryConfig {
-            load: LoadConfig {
-                backend: Arc::new(move || backend.create()),
-                n_ctx: a.ctx,
-                parallel,
-                batch: a.batch,
-                queue: a.queue,
-            },
+            load,
             max_loaded: a.max_loaded,
             memory_budget,
             keep_alive,

@@ -106,13 +106,13 @@ impl Facts {
         })
     }
 
-    /// Bytes the model holds once loaded with `positions` KV positions (context × slots): the
-    /// mapped weights, the cache, and a margin for step buffers.
     /// Bytes of K and V one position of one sequence takes (all layers).
     pub fn kv_bytes_per_position(&self) -> u64 {
         self.kv_bytes_per_position
     }
 
+    /// Bytes the model holds once loaded with `positions` KV positions (context × slots): the
+    /// mapped weights, the cache, and a margin for step buffers.
     pub fn resident_estimate(&self, positions: u64) -> u64 {
         let kv = self.kv_bytes_per_position * positions;
         self.file_size + kv + (self.file_size + kv) / 10

@@ -57,6 +57,18 @@ pub(super) enum Kind {
 }
 
 impl Kind {
+    /// The kind of a weight type these kernels serve.
+    pub(super) fn of(w: crate::dtype::GgmlType) -> Option<Kind> {
+        use crate::dtype::GgmlType;
+        match w {
+            GgmlType::Q8_0 => Some(Kind::Q8_0),
+            GgmlType::Q4_0 => Some(Kind::Q4_0),
+            GgmlType::Q5_0 => Some(Kind::Q5_0),
+            GgmlType::Q4_1 => Some(Kind::Q4_1),
+            _ => None,
+        }
+    }
+
     /// Bytes per weight block.
     fn size(self) -> usize {
         match self {
@@ -96,6 +108,7 @@ pub(super) unsafe fn rows(
     // The buffer is taken out of the thread-local for the call (the loop must run in this
     // function's body, where the target features apply, not in a closure).
     let mut prepared = PREPARED.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    prepared.clear();
     prepare(kind, act, nb, &mut prepared);
     let acts = &prepared[..nb];
     let row_bytes = nb * kind.size();
@@ -150,24 +163,25 @@ pub(super) unsafe fn rows_multi<const K: usize>(
     debug_assert!(w.len() >= n_rows * nb * kind.size());
     debug_assert!(K <= MAX_TOKENS);
     debug_assert!(n_rows == 0 || out.len() >= (n_rows - 1) * out_stride + K);
+    // Token k's blocks at [k · nb, (k + 1) · nb) of the thread's reused buffer.
     let mut prepared = PREPARED.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    let mut all = Vec::with_capacity(K * nb);
+    prepared.clear();
     for act in acts {
         prepare(kind, act, nb, &mut prepared);
-        all.extend_from_slice(&prepared[..nb]);
     }
+    let all = &prepared[..];
     let row_bytes = nb * kind.size();
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
         let v = match kind {
-            Kind::Q8_0 => rows_biased_multi(x, &all, nb, 34, |b| {
+            Kind::Q8_0 => rows_biased_multi(x, all, nb, 34, |b| {
                 _mm256_xor_si256(
                     _mm256_loadu_si256(b.add(2) as *const __m256i),
                     _mm256_set1_epi8(-128),
                 )
             }),
-            Kind::Q4_0 => rows_biased_multi(x, &all, nb, 18, |b| nibbles_32(b.add(2))),
-            Kind::Q5_0 => rows_biased_multi(x, &all, nb, 22, |b| {
+            Kind::Q4_0 => rows_biased_multi(x, all, nb, 18, |b| nibbles_32(b.add(2))),
+            Kind::Q5_0 => rows_biased_multi(x, all, nb, 22, |b| {
                 let fifth = (b.add(2) as *const u32).read_unaligned();
                 let nib = nibbles_32(b.add(6));
                 _mm256_mask_add_epi8(nib, fifth, nib, _mm256_set1_epi8(0x10))
@@ -229,14 +243,13 @@ unsafe fn rows_biased_multi<const K: usize>(
 /// Rows ahead whose bytes are requested before they are read.
 const PREFETCH_ROWS: usize = 4;
 
-/// Fills `dst` with the prepared blocks of `act`.
+/// Appends the prepared blocks of `act` to `dst`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn prepare(kind: Kind, act: &[u8], nb: usize, dst: &mut Vec<ActBlock>) {
     let (size, q_at) = if kind == Kind::Q4_1 { (36, 4) } else { (34, 2) };
     debug_assert!(act.len() >= nb * size);
     let bias = _mm256_set1_epi8(kind.bias() as i8);
-    dst.clear();
     for i in 0..nb {
         let ba = act.as_ptr().add(i * size);
         let q = _mm256_loadu_si256(ba.add(q_at) as *const __m256i);

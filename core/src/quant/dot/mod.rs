@@ -302,7 +302,7 @@ pub fn vec_dot_tile(
     }
 }
 
-/// The AVX-512 row kernels for groups of `avx512_rows::TOKENS` activation rows from the
+/// The AVX-512 row kernels for groups of 8, 4 and 2 activation rows from the
 /// first, when this CPU and type have them; returns how many activation rows were done.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
@@ -316,13 +316,8 @@ fn rows_multi_simd(
     n_tok: usize,
     out: &mut [f32],
 ) -> usize {
-    use avx512_rows::Kind;
-    let kind = match w {
-        GgmlType::Q8_0 => Kind::Q8_0,
-        GgmlType::Q4_0 => Kind::Q4_0,
-        GgmlType::Q5_0 => Kind::Q5_0,
-        GgmlType::Q4_1 => Kind::Q4_1,
-        _ => return 0,
+    let Some(kind) = avx512_rows::Kind::of(w) else {
+        return 0;
     };
     if !avx512_rows::available() {
         return 0;
@@ -375,14 +370,7 @@ fn rows_simd(
     #[cfg(target_arch = "x86_64")]
     if avx512_rows::available() {
         use avx512_rows::Kind;
-        let kind = match w {
-            GgmlType::Q8_0 => Some(Kind::Q8_0),
-            GgmlType::Q4_0 => Some(Kind::Q4_0),
-            GgmlType::Q5_0 => Some(Kind::Q5_0),
-            GgmlType::Q4_1 => Some(Kind::Q4_1),
-            _ => None,
-        };
-        if let Some(kind) = kind {
+        if let Some(kind) = Kind::of(w) {
             let n_rows = w_rows.len() / row_bytes;
             // SAFETY: features checked; `vec_dot_tile` checked every row's and the
             // activation's length, and `out` holds `n_rows · n_tok` values.
