@@ -176,9 +176,15 @@ impl ToolLoop {
         .map_err(|e| Error::Model(format!("a tool call panicked or was cancelled: {e}")))?
     }
 
-    /// Runs the loop. `turn(rounds, last)` generates one model turn from the conversation so
-    /// far; `on_event` sees each call start and finish. Errors from `turn` end the loop.
-    pub async fn run<A, E, F>(
+    /// Runs the loop. `turn(rounds, last)` returns a future generating one model turn from the
+    /// conversation so far; `on_event` sees each call start and finish. Errors from `turn` end
+    /// the loop.
+    ///
+    /// `turn` is a closure returning a future (render the conversation from `rounds` before
+    /// the future, which then owns it) rather than an `async` closure: the future of an
+    /// `async` closure borrows the higher-ranked `rounds`, and rustc then cannot prove the
+    /// loop's future `Send`, which a server handler or `tokio::spawn` needs.
+    pub async fn run<A, E, F, Fut>(
         &self,
         mut turn: F,
         mut on_event: impl FnMut(LoopEvent<'_>),
@@ -186,7 +192,8 @@ impl ToolLoop {
     where
         A: Clone,
         E: From<Error>,
-        F: AsyncFnMut(&[Round<A>], bool) -> std::result::Result<Turn<A>, E>,
+        F: FnMut(&[Round<A>], bool) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<Turn<A>, E>>,
     {
         let mut rounds: Vec<Round<A>> = Vec::new();
         loop {

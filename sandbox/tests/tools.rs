@@ -173,9 +173,9 @@ async fn tool_loop_runs_calls_and_feeds_results_back() {
     // with what the tool results said.
     let outcome = lp
         .run(
-            async |rounds: &[Round<Msg>], last: bool| -> Result<Turn<Msg>, Error> {
+            |rounds: &[Round<Msg>], last: bool| {
                 assert!(!last);
-                Ok(match rounds.len() {
+                std::future::ready(Ok::<_, Error>(match rounds.len() {
                     0 => Turn::Calls {
                         message: Msg("computing".into()),
                         calls: vec![ToolCall {
@@ -192,7 +192,7 @@ async fn tool_loop_runs_calls_and_feeds_results_back() {
                         let read: Value = serde_json::from_str(&rounds[1].results[0].content).unwrap();
                         Turn::Final(Msg(format!("the answer is {}", read["content"].as_str().unwrap())))
                     }
-                })
+                }))
             },
             |e| match e {
                 LoopEvent::Running { round, call } => events.push(format!("running {round} {}", call.name)),
@@ -232,16 +232,16 @@ async fn tool_loop_stops_at_the_round_limit_and_returns_client_calls() {
     let mut lasts = Vec::new();
     let outcome = lp
         .run(
-            async |_rounds: &[Round<Msg>], last: bool| -> Result<Turn<Msg>, Error> {
+            |_rounds: &[Round<Msg>], last: bool| {
                 lasts.push(last);
-                Ok(Turn::Calls {
+                std::future::ready(Ok::<_, Error>(Turn::Calls {
                     message: Msg("again".into()),
                     calls: vec![ToolCall {
                         id: "x".into(),
                         name: "list_files".into(),
                         arguments: json!({}),
                     }],
-                })
+                }))
             },
             |_| {},
         )
@@ -253,8 +253,8 @@ async fn tool_loop_stops_at_the_round_limit_and_returns_client_calls() {
 
     let outcome = lp
         .run(
-            async |_rounds: &[Round<Msg>], _last: bool| -> Result<Turn<Msg>, Error> {
-                Ok(Turn::Calls {
+            |_rounds: &[Round<Msg>], _last: bool| {
+                std::future::ready(Ok::<_, Error>(Turn::Calls {
                     message: Msg("mixed".into()),
                     calls: vec![
                         ToolCall {
@@ -268,7 +268,7 @@ async fn tool_loop_stops_at_the_round_limit_and_returns_client_calls() {
                             arguments: json!({"city": "Paris"}),
                         },
                     ],
-                })
+                }))
             },
             |_| {},
         )

@@ -9,12 +9,14 @@ use super::error::{OpenAiErrorBody, PlainErrorBody};
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Weft server", description = "OpenAI (/v1), Ollama (/api), chat-UI and admin (/api/v1) APIs over local models."),
+    paths(super::code::artifact),
     components(schemas(OpenAiErrorBody, PlainErrorBody)),
     tags(
         (name = "openai", description = "OpenAI-compatible API under /v1"),
         (name = "ollama", description = "Ollama-compatible API under /api"),
         (name = "chat-ui", description = "The chat-UI protocol under /api"),
         (name = "admin", description = "The admin plane under /api/v1"),
+        (name = "code", description = "Files written by server-side code execution (--code-exec)"),
         (name = "ops", description = "Health, readiness and metrics"),
     )
 )]

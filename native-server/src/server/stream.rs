@@ -9,18 +9,18 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::Serialize;
-use weft_core::scheduler::Event;
+use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::generate::EventStream;
-
-/// Turns an event stream into frames: `f` gets each event (and `None` once the stream ends)
-/// and returns the frames to send and whether the response is complete.
-pub fn frames<F>(rx: EventStream, f: F) -> impl Stream<Item = String> + Send + 'static
+/// Turns an event stream (the scheduler's events, or a tool loop's steps) into frames: `f` gets
+/// each event (and `None` once the stream ends) and returns the frames to send and whether the
+/// response is complete.
+pub fn frames<T, F>(rx: UnboundedReceiver<T>, f: F) -> impl Stream<Item = String> + Send + 'static
 where
-    F: FnMut(Option<(usize, Event)>) -> (Vec<String>, bool) + Send + 'static,
+    T: Send + 'static,
+    F: FnMut(Option<T>) -> (Vec<String>, bool) + Send + 'static,
 {
-    struct St<F> {
-        rx: EventStream,
+    struct St<T, F> {
+        rx: UnboundedReceiver<T>,
         f: F,
         queue: VecDeque<String>,
         ended: bool,

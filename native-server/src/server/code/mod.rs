@@ -1,9 +1,17 @@
 //! Code execution and its by-products: the sandbox (`--code-exec`), the skill registry and the
-//! artifact store the server holds, and `GET /api/code/artifacts/{runId}/{*path}`, which serves
-//! the files a run wrote.
+//! artifact store the server holds, the chat-UI sessions' workspaces, and
+//! `GET /api/code/artifacts/{runId}/{*path}`, which serves the files a run wrote.
+//!
+//! The server-side tool loop the chat surfaces share lives here too: `plan.rs` decides what a
+//! request is offered, `agent.rs` runs the loop, `types.rs` holds its wire shapes.
 
+pub mod agent;
+pub mod plan;
+pub mod types;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
@@ -11,9 +19,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
-use weft_sandbox::{ArtifactStore, Language, Sandbox, SkillRegistry};
+use weft_sandbox::{ArtifactStore, Language, Sandbox, SkillRegistry, Workspace};
 
-use super::error::PlainError;
+use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::state::Shared;
 
 /// How long a run's files stay downloadable.
@@ -25,6 +33,11 @@ pub struct CodeTools {
     pub sandbox: Option<Arc<Sandbox>>,
     pub skills: Arc<SkillRegistry>,
     pub artifacts: ArtifactStore,
+    /// Without `--code-exec`, the sandbox the skill tools' loop holds (made on first use; it
+    /// never runs code, since code tools are off).
+    skills_only: OnceLock<Arc<Sandbox>>,
+    /// Chat-UI session id → its workspace (deleted with the session).
+    workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
 }
 
 impl CodeTools {
@@ -54,7 +67,51 @@ impl CodeTools {
             sandbox,
             skills,
             artifacts,
+            skills_only: OnceLock::new(),
+            workspaces: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The sandbox a tool loop runs with: the `--code-exec` one, else one for skill tools
+    /// only (no runtime is ever loaded into it).
+    pub fn loop_sandbox(&self) -> Result<Arc<Sandbox>, ApiError> {
+        if let Some(s) = &self.sandbox {
+            return Ok(s.clone());
+        }
+        if let Some(s) = self.skills_only.get() {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(Sandbox::from_env()?);
+        Ok(self.skills_only.get_or_init(|| s).clone())
+    }
+
+    /// The chat-UI session's workspace, made on first use.
+    pub async fn session_workspace(&self, session: &str) -> Result<Arc<Workspace>, ApiError> {
+        if let Some(ws) = self.lock_workspaces().get(session) {
+            return Ok(ws.clone());
+        }
+        let ws = tokio::task::spawn_blocking(Workspace::temporary)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))??;
+        let mut map = self.lock_workspaces();
+        // Two first requests of one session race: keep the first workspace made.
+        Ok(map
+            .entry(session.to_string())
+            .or_insert_with(|| Arc::new(ws))
+            .clone())
+    }
+
+    /// Forgets a deleted session's workspace; its folder goes when the last run using it ends.
+    pub fn drop_session(&self, session: &str) {
+        let ws = self.lock_workspaces().remove(session);
+        if let Some(ws) = ws {
+            // Removing a folder tree is disk work: not on an async worker.
+            tokio::task::spawn_blocking(move || drop(ws));
+        }
+    }
+
+    fn lock_workspaces(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Workspace>>> {
+        self.workspaces.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Compiles (or loads from the cache) both runtimes off the request path, so the first
@@ -82,15 +139,23 @@ pub fn routes() -> OpenApiRouter<Shared> {
     OpenApiRouter::new().route("/code/artifacts/{run_id}/{*path}", get(artifact))
 }
 
-/// One file a run wrote, as a download (never rendered inline by a browser).
-async fn artifact(
+/// One file a run wrote, as a download (never rendered inline by a browser). The annotation
+/// documents the hand-registered wildcard route in `/openapi.json` (`openapi.rs` lists it).
+#[utoipa::path(get, path = "/api/code/artifacts/{run_id}/{path}", tag = "code",
+    params(("run_id" = String, Path, description = "The run id (32 hex digits) from a file's url"),
+           ("path" = String, Path, description = "The file's path inside the run; may hold `/`")),
+    responses((status = 200, description = "The file, as an attachment (Content-Type sniffed from the bytes, X-Content-Type-Options: nosniff)",
+               content_type = "application/octet-stream"),
+              (status = 400, body = PlainErrorBody, description = "A path leading out of the run"),
+              (status = 404, body = PlainErrorBody, description = "Unknown or expired run, or no such file")))]
+pub async fn artifact(
     State(st): State<Shared>,
     UrlPath((run_id, path)): UrlPath<(String, String)>,
 ) -> Result<Response, PlainError> {
     let store = st.code.artifacts.clone();
     let a = tokio::task::spawn_blocking(move || store.open(&run_id, &path))
         .await
-        .map_err(|e| super::error::ApiError::internal(e.to_string()))??;
+        .map_err(|e| ApiError::internal(e.to_string()))??;
     // A header value must be visible ASCII; the name is only a hint for the browser.
     let safe: String = a
         .file_name

@@ -5,8 +5,11 @@ use axum::extract::State;
 use weft_core::chat::Message;
 
 use super::respond::{load_or_unload, respond, Shape};
+use super::tool_loop::LoopRequest;
 use super::types::{ChatRequest, Frame, OllamaMessage};
 use super::Res;
+use crate::server::code::agent::ClientTools;
+use crate::server::code::plan::{self, Scope};
 use crate::server::common::tools;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -43,6 +46,23 @@ pub async fn chat(st: Shared, b: ChatRequest) -> Res {
         return Err(ApiError::invalid("images are not supported: the model is text-only").into());
     }
     let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
+    // Built-in tools join a free answer, not one constrained to a JSON format.
+    let free = crate::server::common::structured::ollama_format(b.format.as_ref())?.is_none();
+    let plan = plan::plan(&st, &m, &b.skills, Scope::Request, free).await?;
+    let messages = plan.messages(&m, &messages);
+    if let Some(agent) = plan.agent {
+        let client = tools
+            .map(|(defs, names)| ClientTools { defs, names })
+            .unwrap_or_default();
+        let r = LoopRequest {
+            messages,
+            client,
+            options: b.options,
+            format: b.format,
+            stream: b.stream.unwrap_or(true),
+        };
+        return super::tool_loop::respond(st, m, agent, r).await;
+    }
     let defs = tools.as_ref().map(|t| t.0.as_slice());
     let prompt = crate::server::generate::chat_prompt(&m, &messages, defs, "")?;
     let req = super::generate::request(&st, &m, prompt, b.options, b.format.as_ref())?;

@@ -7,6 +7,7 @@ pub mod chat;
 mod generate;
 pub mod models;
 mod respond;
+mod tool_loop;
 pub mod types;
 
 use axum::response::Response;

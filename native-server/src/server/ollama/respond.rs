@@ -32,13 +32,14 @@ impl Shape {
                     content: text,
                     tool_calls: (!calls.is_empty())
                         .then(|| calls.iter().map(OllamaToolCall::from).collect()),
+                    executed_calls: None,
                 },
             },
             Shape::Generate => Payload::Generate { response: text },
         }
     }
 
-    fn frame(self, model: &str, text: String, calls: &[ToolCall]) -> Frame {
+    pub(super) fn frame(self, model: &str, text: String, calls: &[ToolCall]) -> Frame {
         Frame {
             model: model.to_string(),
             created_at: now_rfc3339(),
@@ -50,7 +51,7 @@ impl Shape {
     }
 
     /// The final frame.
-    fn last(self, model: &str, text: String, calls: &[ToolCall], s: &Summary) -> Frame {
+    pub(super) fn last(self, model: &str, text: String, calls: &[ToolCall], s: &Summary) -> Frame {
         Frame {
             done: true,
             done_reason: Some(finish_reason(s)),

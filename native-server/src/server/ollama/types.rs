@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 use weft_core::chat::Message;
 
 use crate::registry::Facts;
+use crate::server::code::types::{ExecutedCall, SkillFields};
 use crate::server::common::options::Options;
 use crate::server::common::tools::ToolCall;
 
@@ -57,6 +58,9 @@ pub struct ChatRequest {
     #[allow(dead_code)]
     #[schema(value_type = Option<Object>)]
     pub think: Option<Value>,
+    /// Extension: agent skills (`skills`, `skills_discovery`).
+    #[serde(flatten)]
+    pub skills: SkillFields,
 }
 
 /// `POST /api/generate`.
@@ -109,6 +113,10 @@ pub struct ReplyMessage {
     pub content: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OllamaToolCall>>,
+    /// Extension, with `--code-exec` or `skills`: the built-in calls the server executed while
+    /// answering (on the final frame; absent when it executed none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed_calls: Option<Vec<ExecutedCall>>,
 }
 
 /// The figures of a final frame (durations in nanoseconds).

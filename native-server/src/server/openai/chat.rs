@@ -6,16 +6,20 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
+use weft_core::chat::Message;
 use weft_core::scheduler::{Event, Summary, TokenInfo};
 
 use super::request::finish_reason;
 use super::respond::{end_choice, stream_error, usage, Head};
+use super::tool_loop::LoopRequest;
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatDelta,
     ChatLogprobs, ChatRequest, LogprobEntry, OpenAiToolCall, TopLogprob, Usage,
 };
 use super::Res;
 use crate::registry::{Lease, Loaded};
+use crate::server::code::agent::{Agent, ClientTools};
+use crate::server::code::plan::{self, Scope};
 use crate::server::common::tool_choice::{self, ForcedCall, ToolChoice};
 use crate::server::common::tools::{self, ToolCall, ToolStream};
 use crate::server::error::{ApiError, OpenAiErrorBody};
@@ -146,12 +150,21 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
     let tools = offered_tools(&b, &m)?;
     // A forced call replaces `response_format`: the reply is the call, not text.
     let forced = tools.as_ref().and_then(|t| t.forced.as_ref());
+    // Built-in tools join only a free choice: not under "none", a forced call, or a schema.
+    let free = tool_choice::parse(b.tool_choice.as_ref())? != ToolChoice::None
+        && forced.is_none()
+        && json.is_none();
+    let plan = plan::plan(&st, &m, &b.skills, Scope::Request, free).await?;
+    let messages = plan.messages(&m, messages);
+    if let Some(agent) = plan.agent {
+        return with_builtin_tools(st, m, agent, b, messages, tools).await;
+    }
     if let Some(f) = forced {
         json = Some(f.schema.clone());
     }
     let opening = forced.map_or("", |f| f.opening);
     let defs = tools.as_ref().map(|t| t.defs.as_slice());
-    let prompt = generate::chat_prompt(&m, messages, defs, opening)?;
+    let prompt = generate::chat_prompt(&m, &messages, defs, opening)?;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
     let mut req = b.common.to_request(&st, &m, prompt, lp)?;
     req.json = json;
@@ -187,6 +200,7 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
                             .map(|t| OpenAiToolCall::from_call(t, None))
                             .collect()
                     }),
+                    executed_calls: None,
                 },
                 logprobs: lp.map(|_| chat_logprobs(&m, &c.tokens)),
                 finish_reason: c.summary.as_ref().map(|s| finish_with_calls(s, has_calls)),
@@ -203,6 +217,37 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
         usage: usage(&sums),
     })
     .into_response())
+}
+
+/// The chat answered through the server-side tool loop (`tool_loop.rs`).
+async fn with_builtin_tools(
+    st: Shared,
+    m: Lease,
+    agent: Agent,
+    b: ChatRequest,
+    messages: Vec<Message>,
+    tools: Option<Offered>,
+) -> Res {
+    if b.common.n.is_some_and(|n| n != 1) {
+        agent.finish().await;
+        return Err(
+            ApiError::invalid("n must be 1 when the server executes built-in tools").into(),
+        );
+    }
+    let client = tools
+        .map(|t| ClientTools {
+            defs: t.defs,
+            names: t.names,
+        })
+        .unwrap_or_default();
+    let head = Head::new(&st, "chatcmpl", &m.name);
+    let r = LoopRequest {
+        messages,
+        client,
+        common: b.common,
+        head,
+    };
+    super::tool_loop::respond(st, m, agent, r).await
 }
 
 /// How one streamed chat response is written.
@@ -259,7 +304,7 @@ impl Stream {
                     let delta = ChatDelta {
                         role: Some("assistant"),
                         content: Some(String::new()),
-                        tool_calls: None,
+                        ..Default::default()
                     };
                     (vec![self.one(i, delta, None)], false)
                 }

@@ -7,6 +7,7 @@ mod models;
 mod request;
 mod respond;
 mod tokenize;
+mod tool_loop;
 pub mod types;
 
 use axum::extract::Path;

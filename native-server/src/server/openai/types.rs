@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use weft_core::chat::Message;
 
+use crate::server::code::types::{ExecutedCall, SkillFields};
 use crate::server::common::ids;
 use crate::server::common::options::Options;
 use crate::server::common::tools::ToolCall;
@@ -67,6 +68,9 @@ pub struct ChatRequest {
     pub parallel_tool_calls: Option<bool>,
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<Value>,
+    /// Extension: agent skills (`skills`, `skills_discovery`).
+    #[serde(flatten)]
+    pub skills: SkillFields,
 }
 
 /// `POST /v1/completions`.
@@ -200,6 +204,10 @@ pub struct AssistantMessage {
     pub refusal: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OpenAiToolCall>>,
+    /// Extension, with `--code-exec` or `skills`: the built-in calls the server executed while
+    /// answering (absent when it executed none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed_calls: Option<Vec<ExecutedCall>>,
 }
 
 /// One token's log-probability (chat shape).
@@ -252,6 +260,9 @@ pub struct ChatDelta {
     pub content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OpenAiToolCall>>,
+    /// Extension: on the chunk with `finish_reason`, the built-in calls the server executed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed_calls: Option<Vec<ExecutedCall>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

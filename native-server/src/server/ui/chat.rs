@@ -7,17 +7,19 @@
 
 use axum::extract::State;
 use weft_core::chat::Message;
-use weft_core::scheduler::{Event, Finish};
+use weft_core::scheduler::{Event, Finish, Summary};
 
 use super::sessions::DEFAULT_SESSION;
+use super::tool_loop::LoopRequest;
 use super::types::{DoneFrame, UiChatRequest, UiFrame};
+use crate::server::code::plan::{self, Scope};
 use crate::server::common::sampling::{resolve, SamplingFields};
 use crate::server::common::think::ThinkSplitter;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, GenRequest};
 use crate::server::openai::finish_reason;
-use crate::server::state::Shared;
+use crate::server::state::{AppState, Shared};
 use crate::server::stream::{frames, json_frame, sse};
 
 type Res = Result<axum::response::Response, PlainError>;
@@ -34,12 +36,12 @@ fn same(a: &Message, b: &Message) -> bool {
     a.role == b.role && a.content == b.content
 }
 
-fn round3(x: f64) -> f64 {
+pub(super) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
 /// Frames for the text runs of a splitter; the visible text is added to `reply`.
-fn text_frames(runs: Vec<(bool, String)>, reply: &mut String) -> Vec<String> {
+pub(super) fn text_frames(runs: Vec<(bool, String)>, reply: &mut String) -> Vec<String> {
     runs.into_iter()
         .map(|(thinking, t)| {
             if thinking {
@@ -50,6 +52,59 @@ fn text_frames(runs: Vec<(bool, String)>, reply: &mut String) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Records the finished turn as the session's conversation.
+pub(super) fn remember(st: &AppState, sid: &str, conversation: &[Message], reply: &str) {
+    let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = sessions.get_mut(sid) {
+        *h = conversation.to_vec();
+        h.push(Message::assistant(reply.to_string()));
+    }
+}
+
+/// The terminal frame of a finished reply (`s`: its figures, all turns added up).
+pub(super) fn done_frame(s: &Summary, elapsed: f64, sid: &str) -> String {
+    let pct = if s.prompt_tokens > 0 {
+        100.0 * s.cached_tokens as f64 / s.prompt_tokens as f64
+    } else {
+        0.0
+    };
+    let tps = if s.gen_secs > 0.0 {
+        s.completion_tokens as f64 / s.gen_secs
+    } else {
+        0.0
+    };
+    json_frame(&UiFrame::Done(Box::new(DoneFrame {
+        done: true,
+        token_count: s.completion_tokens,
+        elapsed,
+        tok_per_sec: round3(tps),
+        aborted: s.finish == Finish::Cancelled,
+        error: None,
+        session_id: sid.to_string(),
+        prompt_tokens: s.prompt_tokens,
+        kv_reused_tokens: s.cached_tokens,
+        kv_reuse_percent: round3(pct),
+        finish_reason: Some(finish_reason(s)),
+    })))
+}
+
+/// The terminal frame of a failed reply.
+pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
+    json_frame(&UiFrame::Done(Box::new(DoneFrame {
+        done: true,
+        token_count: 0,
+        elapsed,
+        tok_per_sec: 0.0,
+        aborted: false,
+        error: Some(error),
+        session_id: sid.to_string(),
+        prompt_tokens: 0,
+        kv_reused_tokens: 0,
+        kv_reuse_percent: 0.0,
+        finish_reason: None,
+    })))
 }
 
 /// The chat-UI chat, from a parsed body.
@@ -86,7 +141,8 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
             hist.iter().cloned().chain(new).collect()
         }
     };
-    let prompt = generate::chat_prompt(&m, &conversation, None, "")?;
+    let plan = plan::plan(&st, &m, &b.skills, Scope::Session(sid.clone()), true).await?;
+    let for_model = plan.messages(&m, &conversation);
     let req_sampling = SamplingFields {
         temperature: b.temperature,
         top_k: b.top_k,
@@ -102,6 +158,17 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         st.cfg.precedence,
         Default::default(),
     )?;
+    if let Some(agent) = plan.agent {
+        let r = LoopRequest {
+            sid,
+            conversation,
+            for_model,
+            sampling,
+            max_tokens: b.max_tokens,
+        };
+        return Ok(super::tool_loop::respond(st, m, agent, r));
+    }
+    let prompt = generate::chat_prompt(&m, &for_model, None, "")?;
     let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
     let rx = generate::start(
         &m,
@@ -132,55 +199,13 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
             }
             Some((_, Event::Done(s))) => {
                 let mut out = text_frames(split.finish(), &mut reply);
-                let aborted = s.finish == Finish::Cancelled;
-                if !aborted {
-                    let mut sessions = st2.sessions.lock().unwrap_or_else(|e| e.into_inner());
-                    if let Some(h) = sessions.get_mut(&sid) {
-                        *h = conversation.clone();
-                        h.push(Message::assistant(reply.clone()));
-                    }
+                if s.finish != Finish::Cancelled {
+                    remember(&st2, &sid, &conversation, &reply);
                 }
-                let pct = if s.prompt_tokens > 0 {
-                    100.0 * s.cached_tokens as f64 / s.prompt_tokens as f64
-                } else {
-                    0.0
-                };
-                let tps = if s.gen_secs > 0.0 {
-                    s.completion_tokens as f64 / s.gen_secs
-                } else {
-                    0.0
-                };
-                out.push(json_frame(&UiFrame::Done(Box::new(DoneFrame {
-                    done: true,
-                    token_count: s.completion_tokens,
-                    elapsed,
-                    tok_per_sec: round3(tps),
-                    aborted,
-                    error: None,
-                    session_id: sid.clone(),
-                    prompt_tokens: s.prompt_tokens,
-                    kv_reused_tokens: s.cached_tokens,
-                    kv_reuse_percent: round3(pct),
-                    finish_reason: Some(finish_reason(&s)),
-                }))));
+                out.push(done_frame(&s, elapsed, &sid));
                 (out, true)
             }
-            Some((_, Event::Failed(e))) => {
-                let frame = DoneFrame {
-                    done: true,
-                    token_count: 0,
-                    elapsed,
-                    tok_per_sec: 0.0,
-                    aborted: false,
-                    error: Some(e.to_string()),
-                    session_id: sid.clone(),
-                    prompt_tokens: 0,
-                    kv_reused_tokens: 0,
-                    kv_reuse_percent: 0.0,
-                    finish_reason: None,
-                };
-                (vec![json_frame(&UiFrame::Done(Box::new(frame)))], true)
-            }
+            Some((_, Event::Failed(e))) => (vec![error_frame(e.to_string(), elapsed, &sid)], true),
         }
     };
     Ok(sse(frames(rx, f)))

@@ -5,6 +5,7 @@
 pub mod chat;
 mod sessions;
 mod status;
+mod tool_loop;
 pub mod types;
 
 use utoipa_axum::router::OpenApiRouter;

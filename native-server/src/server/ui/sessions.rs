@@ -37,10 +37,13 @@ pub async fn delete(
         .unwrap_or_else(|e| e.into_inner())
         .remove(&id)
     {
-        Some(_) => Ok(Json(SessionDeleted {
-            ok: true,
-            session_id: id,
-        })),
+        Some(_) => {
+            st.code.drop_session(&id);
+            Ok(Json(SessionDeleted {
+                ok: true,
+                session_id: id,
+            }))
+        }
         None => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
     }
 }

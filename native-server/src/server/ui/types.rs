@@ -5,6 +5,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use weft_core::chat::Message;
 
+use crate::server::code::types::{SkillFields, SkillStepFrame, ToolProgressFrame};
+
 /// `POST /api/ui/chat` (and `/api/chat` with this shape).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -28,14 +30,26 @@ pub struct UiChatRequest {
     pub min_p: Option<f32>,
     pub repeat_penalty: Option<f32>,
     pub seed: Option<i64>,
+    /// Agent skills (`skills`, `skills_discovery`); built-in calls run in the session's
+    /// workspace.
+    #[serde(flatten)]
+    pub skills: SkillFields,
 }
 
 /// A `data:` frame of the chat-UI stream.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum UiFrame {
-    Token { token: String },
-    Thinking { thinking: String },
+    Token {
+        token: String,
+    },
+    Thinking {
+        thinking: String,
+    },
+    /// A built-in call is running / finished.
+    ToolProgress(ToolProgressFrame),
+    /// A built-in call's result, with the files it wrote.
+    SkillStep(SkillStepFrame),
     Done(Box<DoneFrame>),
 }
 
