@@ -113,6 +113,8 @@ pub struct ToolLoop {
     pub workspace: Arc<Workspace>,
     /// Skills, when enabled.
     pub skills: Option<Arc<SkillRegistry>>,
+    /// The skills the model may list and read (ids or names); None: every skill.
+    pub visible_skills: Option<Vec<String>>,
     /// Which built-in tools are offered and executed.
     pub tools: ToolSet,
     /// Limits for each code run.
@@ -130,6 +132,7 @@ impl ToolLoop {
             sandbox,
             workspace,
             skills: None,
+            visible_skills: None,
             tools: ToolSet {
                 code: true,
                 skills: false,
@@ -166,6 +169,7 @@ impl ToolLoop {
                 sandbox: &this.sandbox,
                 workspace: &this.workspace,
                 skills: this.skills.as_deref(),
+                visible_skills: this.visible_skills.as_deref(),
                 limits: this.limits.clone(),
                 tools: this.tools,
                 feedback_bytes: this.feedback_bytes,

@@ -339,3 +339,48 @@ fn artifacts_are_saved_served_and_expire() {
         .is_not_found());
     assert!(!root.path().join(&run.run_id).exists());
 }
+
+/// A request that names its skills with discovery off: `skills_list` and `skills_read` see only
+/// those, the others are as if absent.
+#[test]
+fn skill_tools_show_only_the_visible_skills() {
+    let Some(sb) = common::sandbox("skill_tools_show_only_the_visible_skills") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["alpha", "beta"] {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        std::fs::write(
+            dir.path().join(name).join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: The {name} skill.\n---\nDo {name}.\n"),
+        )
+        .unwrap();
+    }
+    let reg = weft_sandbox::SkillRegistry::new(None, vec![dir.path().to_path_buf()]);
+    let ws = Workspace::temporary().unwrap();
+    let mut ctx = ToolContext::new(&sb, &ws);
+    ctx.skills = Some(&reg);
+    let listed = |ctx: &ToolContext| -> Vec<String> {
+        let r = tools::execute(ctx, "skills_list", &json!({})).unwrap();
+        content(&r)["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&ctx), vec!["alpha", "beta"]);
+    let visible = vec!["alpha".to_string()];
+    ctx.visible_skills = Some(&visible);
+    assert_eq!(listed(&ctx), vec!["alpha"]);
+    let read = tools::execute(&ctx, "skills_read", &json!({"name": "alpha"})).unwrap();
+    assert!(content(&read)["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("Do alpha"));
+    let hidden = tools::execute(&ctx, "skills_read", &json!({"name": "beta"}));
+    match hidden {
+        Err(e) => assert!(e.to_string().contains("beta"), "{e}"),
+        Ok(r) => assert!(!r.ok && r.content.contains("beta"), "{}", r.content),
+    }
+}

@@ -166,6 +166,29 @@ fn code_exec_over_http() {
                 .or_else(|| f.get("skill_step").map(|t| format!("step {t}")))
         })
         .collect();
+    // While the model writes the call: `writing` frames whose pieces make up the call's text,
+    // naming the tool once the text has its name.
+    let writing: Vec<&serde_json::Value> = frames
+        .iter()
+        .filter(|f| f["tool_progress"] == "writing")
+        .collect();
+    assert!(!writing.is_empty(), "{frames:?}");
+    let written: String = writing
+        .iter()
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    assert!(
+        written.contains("run_python") && written.contains("\"code\""),
+        "{written:?}"
+    );
+    assert_eq!(writing.last().unwrap()["tool"], "run_python", "{writing:?}");
+    let kinds: Vec<String> = kinds
+        .into_iter()
+        .filter(|k| k != "progress writing")
+        .collect();
+    let first_running = frames.iter().position(|f| f["tool_progress"] == "running");
+    let last_writing = frames.iter().rposition(|f| f["tool_progress"] == "writing");
+    assert!(last_writing < first_running, "{frames:?}");
     assert!(
         kinds.starts_with(&[
             "progress running".to_string(),

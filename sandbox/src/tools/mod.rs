@@ -22,6 +22,9 @@ pub struct ToolContext<'a> {
     pub workspace: &'a Workspace,
     /// Skills for `skills_list` / `skills_read`, if enabled.
     pub skills: Option<&'a SkillRegistry>,
+    /// The skills `skills_list` / `skills_read` may show (ids or names); None: every skill.
+    /// A request that names its skills and turns discovery off sees only those.
+    pub visible_skills: Option<&'a [String]>,
     /// Limits for each run.
     pub limits: Limits,
     /// Which tools are enabled.
@@ -38,6 +41,7 @@ impl<'a> ToolContext<'a> {
             sandbox,
             workspace,
             skills: None,
+            visible_skills: None,
             limits: Limits::default(),
             tools: ToolSet::ALL,
             feedback_bytes: 16 << 10,
@@ -250,13 +254,19 @@ fn dispatch(
             let reg = ctx
                 .skills
                 .ok_or_else(|| Error::ToolCall("skills are not enabled on this server".into()))?;
-            Ok(crate::skills::skills_list(reg, None))
+            Ok(crate::skills::skills_list(reg, ctx.visible_skills))
         }
         "skills_read" => {
             let reg = ctx
                 .skills
                 .ok_or_else(|| Error::ToolCall("skills are not enabled on this server".into()))?;
             let skill = string(args, "name")?;
+            if ctx
+                .visible_skills
+                .is_some_and(|v| !v.iter().any(|n| n == skill))
+            {
+                return Err(Error::NotFound(format!("skill {skill}")));
+            }
             let path = opt_string(args, "path")?;
             result.skill = Some(skill.to_string());
             result.detail = path.map(str::to_string);

@@ -73,6 +73,9 @@ impl Outcome {
 pub enum Activity {
     /// Content of a turn that is safe to show (never a call's text).
     Text(String),
+    /// The model is writing a call: `text` is the newly generated piece of it and `tool` the
+    /// tool's name once the call text has it (the chat UI's `writing` phase).
+    Writing { tool: Option<String>, text: String },
     /// A built-in call is starting; `detail` says what it works on.
     Running {
         round: usize,
@@ -104,6 +107,7 @@ pub struct ClientTools {
 /// Inside a run: content and loop events, in the order they happened.
 enum Progress {
     Text(String),
+    Writing(Option<String>, String),
     Running(usize, ToolCall),
     Finished(usize, ToolCall, ToolResult, f64),
 }
@@ -197,6 +201,7 @@ impl Agent {
             while let Some(p) = prx.recv().await {
                 let a = match p {
                     Progress::Text(t) => Activity::Text(t),
+                    Progress::Writing(tool, text) => Activity::Writing { tool, text },
                     Progress::Running(round, call) => Activity::Running {
                         round,
                         detail: running_detail(&call),
@@ -353,10 +358,20 @@ async fn generate_turn(
         match ev {
             Event::Started { .. } => {}
             Event::Delta { text: t, .. } => {
-                emit(match held.as_mut() {
-                    Some(ts) => ts.push(&t),
-                    None => t,
-                });
+                match held.as_mut() {
+                    None => emit(t),
+                    Some(ts) => {
+                        let before = ts.pending_call().map_or(0, str::len);
+                        emit(ts.push(&t));
+                        if let Some(call) = ts.pending_call() {
+                            let piece = call.get(before..).unwrap_or_default();
+                            if !piece.is_empty() {
+                                let name = parse::call_name(call);
+                                let _ = text.send(Progress::Writing(name, piece.to_string()));
+                            }
+                        }
+                    }
+                }
                 if closed() {
                     // Dropping `rx` cancels the generation.
                     return Err(ApiError::unavailable("the client went away"));

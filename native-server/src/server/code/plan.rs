@@ -111,6 +111,15 @@ pub async fn plan(
     let mut lp = ToolLoop::new(st.code.loop_sandbox()?, ws);
     if skill_tools {
         lp = lp.with_skills(st.code.skills.clone());
+        if !discovery {
+            // Without discovery the model sees only the skills the request named.
+            lp.visible_skills = Some(
+                selected
+                    .iter()
+                    .flat_map(|s| [s.id.clone(), s.name.clone()])
+                    .collect(),
+            );
+        }
     }
     lp.tools.code = code;
     Ok(Plan {

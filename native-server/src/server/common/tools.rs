@@ -119,6 +119,18 @@ pub fn parse(text: &str, names: &[String]) -> Option<(String, Vec<ToolCall>)> {
     (!calls.is_empty()).then(|| (String::new(), calls))
 }
 
+/// The tool name in a call being written (`"name": "..."` once its closing quote is there).
+pub fn call_name(partial: &str) -> Option<String> {
+    let rest = &partial[partial.find("\"name\"")? + 6..];
+    let rest = rest
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some(rest[..end].to_string())
+}
+
 /// Streams content while holding back anything that may be a tool call.
 #[derive(Debug, Default)]
 pub struct ToolStream {
@@ -171,6 +183,12 @@ impl ToolStream {
         out
     }
 
+    /// The text held back since a call started (None while nothing is held): what the model
+    /// has written of its calls so far.
+    pub fn pending_call(&self) -> Option<&str> {
+        self.holding.then_some(self.held.as_str())
+    }
+
     /// The end of the reply: remaining content and the calls found.
     pub fn finish(&mut self) -> (String, Vec<ToolCall>) {
         let held = std::mem::take(&mut self.held);
@@ -189,6 +207,24 @@ mod tests {
 
     fn names() -> Vec<String> {
         vec!["get_weather".into()]
+    }
+
+    #[test]
+    fn a_call_being_written_is_held_and_named_once_its_name_is_complete() {
+        let mut ts = ToolStream::new(names());
+        assert_eq!(ts.push("Sure. "), "Sure. ");
+        assert_eq!(ts.pending_call(), None);
+        assert_eq!(ts.push("<tool_call>\n{\"name\": \"get_wea"), "");
+        let held = ts.pending_call().unwrap();
+        assert!(held.starts_with("<tool_call>"), "{held}");
+        assert_eq!(call_name(held), None);
+        ts.push("ther\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+        assert_eq!(
+            call_name(ts.pending_call().unwrap()).as_deref(),
+            Some("get_weather")
+        );
+        let (_, calls) = ts.finish();
+        assert_eq!(calls[0].name, "get_weather");
     }
 
     #[test]

@@ -40,6 +40,18 @@ pub fn running_frame(tool: &str, detail: Option<String>) -> String {
     }))
 }
 
+/// `{"tool_progress":"writing",...}`: a piece of a call the model is writing (`tool` is empty
+/// until the call names its tool).
+pub fn writing_frame(tool: Option<&str>, text: &str) -> String {
+    json_frame(&UiFrame::ToolProgress(ToolProgressFrame {
+        tool_progress: "writing",
+        tool: tool.unwrap_or_default().to_string(),
+        text: text.to_string(),
+        seconds: 0.0,
+        detail: None,
+    }))
+}
+
 /// `{"tool_progress":"finished",...}` then `{"skill_step":...}`.
 pub fn finished_frames(e: &ExecutedCall) -> Vec<String> {
     let progress = UiFrame::ToolProgress(ToolProgressFrame {
@@ -101,6 +113,9 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
             Some(Step::Activity(Activity::Text(t))) => {
                 (text_frames(split.push(&t), &mut shown), false)
             }
+            Some(Step::Activity(Activity::Writing { tool, text })) => {
+                (vec![writing_frame(tool.as_deref(), &text)], false)
+            }
             Some(Step::Activity(Activity::Running { call, detail, .. })) => {
                 (vec![running_frame(&call.name, detail)], false)
             }
@@ -129,6 +144,13 @@ mod tests {
 
     #[test]
     fn frames_have_the_peer_documents_shapes() {
+        let w: Value =
+            serde_json::from_str(&writing_frame(Some("run_python"), "{\"code\": \"pri")).unwrap();
+        assert_eq!(
+            w,
+            json!({"tool_progress": "writing", "tool": "run_python", "text": "{\"code\": \"pri",
+                   "seconds": 0.0, "detail": null})
+        );
         let v: Value = serde_json::from_str(&running_frame(
             "run_python",
             Some("python · 8 bytes of code".into()),
