@@ -64,9 +64,11 @@ pub fn matmul(
             let out_ptr = &out_ptr;
             for tile in split_range(tiles, nth, tid) {
                 let r0 = tile * ROW_TILE;
+                let r1 = (r0 + ROW_TILE).min(rows);
+                pool.count_weight_bytes((r1 - r0) * row_bytes);
                 for t in 0..n_tok {
                     let xt = &x[t * cols..(t + 1) * cols];
-                    for r in r0..(r0 + ROW_TILE).min(rows) {
+                    for r in r0..r1 {
                         let v = simd::dot(&wf[r * cols..(r + 1) * cols], xt);
                         // SAFETY: each (t, r) is written by exactly one thread.
                         unsafe { *out_ptr.0.add(t * rows + r) = v };
@@ -171,6 +173,7 @@ fn quantized(
             let r1 = (r0 + ROW_TILE).min(rows);
             tile_out.resize((r1 - r0) * n_tok, 0f32);
             let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
+            pool.count_weight_bytes(wr.len());
             quant::dot::vec_dot_tile(w.ty, wr, act, cols, n_tok, &mut tile_out);
             // Token-major copy: each token's outputs of the tile are contiguous in `out`
             // (one cache line for 16 rows), rather than one strided store per value.
@@ -228,6 +231,7 @@ fn gemm(
                     let r1 = (r0 + tile_rows).min(rows);
                     tile_out.resize((r1 - r0) * n_tok, 0f32);
                     let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
+                    pool.count_weight_bytes(wr.len());
                     quant::dot::gemm_tile(acts, wr, scratch, &mut tile_out);
                     for t in 0..n_tok {
                         // SAFETY: each (t, r) is written by exactly one thread.
@@ -319,6 +323,7 @@ fn generate(pool: &ThreadPool, ws: &[WeightView], act: &[u8], outs: &mut [&mut [
             let row_bytes = w.ty.bytes_for(w.cols as u64).unwrap_or(0) as usize;
             // SAFETY: chunks are disjoint parts of the outputs, each taken by one thread.
             let dst = unsafe { std::slice::from_raw_parts_mut(out_ptrs[i].0.add(r0), r1 - r0) };
+            pool.count_weight_bytes((r1 - r0) * row_bytes);
             quant::dot::vec_dot_tile(
                 w.ty,
                 &w.data[r0 * row_bytes..r1 * row_bytes],
@@ -360,6 +365,7 @@ fn dequantized(
         for tile in split_range(tiles, nth, tid) {
             let r0 = tile * ROW_TILE;
             let r1 = (r0 + ROW_TILE).min(rows);
+            pool.count_weight_bytes((r1 - r0) * row_bytes);
             for r in r0..r1 {
                 let dst = &mut tile_f32[(r - r0) * cols..(r - r0 + 1) * cols];
                 // Cannot fail: the type is supported and the row length was checked.

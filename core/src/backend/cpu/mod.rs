@@ -103,6 +103,13 @@ impl CpuBackend {
         self.pool.n_threads()
     }
 
+    /// Bytes of weight matrices this backend's products have streamed so far (shared, so it
+    /// can be read while the backend is inside an engine): a step over B sequences should
+    /// stream each weight once, not B times.
+    pub fn weight_meter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.pool.weight_meter()
+    }
+
     fn weight(&self, w: &Weight) -> Result<&CpuWeight> {
         self.weights
             .get(w.id as usize)

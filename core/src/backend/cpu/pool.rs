@@ -7,9 +7,11 @@
 //! On wasm32 (no threads) the pool has one thread and jobs run inline.
 
 #[cfg(not(target_arch = "wasm32"))]
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 #[cfg(not(target_arch = "wasm32"))]
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 
 /// Number of physical cores (hyper-threads of one core counted once), or the logical count when
 /// that cannot be told.
@@ -71,6 +73,10 @@ unsafe impl Sync for Shared {}
 /// A fixed set of threads that run one job at a time.
 pub struct ThreadPool {
     n_threads: usize,
+    /// Bytes of weight matrices the products run on this pool have handed to their kernels
+    /// (one relaxed add per tile): instrumentation, so a test can check that a batched step
+    /// streams each weight once whatever its number of rows.
+    weight_bytes: Arc<AtomicU64>,
     #[cfg(not(target_arch = "wasm32"))]
     shared: Arc<Shared>,
     #[cfg(not(target_arch = "wasm32"))]
@@ -109,7 +115,10 @@ impl ThreadPool {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = n_threads;
-            ThreadPool { n_threads: 1 }
+            ThreadPool {
+                n_threads: 1,
+                weight_bytes: Arc::default(),
+            }
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
@@ -134,6 +143,7 @@ impl ThreadPool {
                 .collect();
             ThreadPool {
                 n_threads,
+                weight_bytes: Arc::default(),
                 shared,
                 handles,
             }
@@ -143,6 +153,17 @@ impl ThreadPool {
     /// Threads in the pool, the caller included.
     pub fn n_threads(&self) -> usize {
         self.n_threads
+    }
+
+    /// Counts `bytes` of weights handed to a kernel (see `weight_bytes`).
+    pub fn count_weight_bytes(&self, bytes: usize) {
+        self.weight_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The running count of weight bytes handed to kernels, shared (read it while the pool's
+    /// backend is boxed inside an engine).
+    pub fn weight_meter(&self) -> Arc<AtomicU64> {
+        self.weight_bytes.clone()
     }
 
     /// Runs `f(thread_index)` on every thread and returns when all are done.
