@@ -184,3 +184,45 @@ impl Loaded {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Qwen2.5 0.5B: 24 layers × 2 KV heads × 64 dims × (K + V) × 2 bytes (f16).
+    const QWEN_KV_PER_POSITION: u64 = 24 * 2 * 64 * 2 * 2;
+
+    #[test]
+    fn auto_slots_fit_the_cache_budget_between_one_and_the_maximum() {
+        let fixed = Slots::Fixed(3);
+        assert_eq!(fixed.for_model(QWEN_KV_PER_POSITION, 4096), 3);
+        let per_slot_4k = QWEN_KV_PER_POSITION * 4096; // 48 MiB
+        let auto = |budget: u64| Slots::Auto { kv_budget: budget };
+        // Whole slots only.
+        assert_eq!(
+            auto(5 * per_slot_4k + per_slot_4k / 2).for_model(QWEN_KV_PER_POSITION, 4096),
+            5
+        );
+        // A budget smaller than one slot still serves one sequence.
+        assert_eq!(
+            auto(per_slot_4k / 3).for_model(QWEN_KV_PER_POSITION, 4096),
+            1
+        );
+        assert_eq!(auto(0).for_model(QWEN_KV_PER_POSITION, 4096), 1);
+        // Plenty of memory: capped where batching stops gaining.
+        assert_eq!(
+            auto(u64::MAX / 2).for_model(QWEN_KV_PER_POSITION, 4096),
+            AUTO_MAX_SLOTS
+        );
+        // A shorter context gives more slots from the same budget.
+        let b = auto(4 * per_slot_4k);
+        assert_eq!(b.for_model(QWEN_KV_PER_POSITION, 4096), 4);
+        assert_eq!(b.for_model(QWEN_KV_PER_POSITION, 2048), 8);
+        // A 16 GiB machine's default (an eighth of a 12 GiB budget) gives Qwen 0.5B at 4096
+        // tokens the full sixteen slots.
+        let budget = (12u64 << 30) / AUTO_KV_SHARE;
+        assert_eq!(auto(budget).for_model(QWEN_KV_PER_POSITION, 4096), 16);
+        // A model with no KV (an encoder) does not divide by zero.
+        assert_eq!(auto(1 << 30).for_model(0, 4096), AUTO_MAX_SLOTS);
+    }
+}
