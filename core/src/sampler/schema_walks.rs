@@ -67,7 +67,7 @@ fn valid(s: &Value, v: &Value, root: &Value) -> Result<(), String> {
             f("maximum").is_none_or(|m| x <= m),
             f("exclusiveMinimum").is_none_or(|m| x > m),
             f("exclusiveMaximum").is_none_or(|m| x < m),
-            // Decimal multiples, checked on the text to avoid float remainders.
+            // Decimal multiples: a float quotient within rounding of an integer.
             f("multipleOf").is_none_or(|m| ((x / m) - (x / m).round()).abs() < 1e-9),
         ];
         if checks.contains(&false) {

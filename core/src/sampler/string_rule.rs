@@ -73,6 +73,21 @@ fn bit(v: &[u64], l: u32) -> bool {
     v[(l / 64) as usize] >> (l % 64) & 1 == 1
 }
 
+/// Whether some bit in `from..=to` is set, a word at a time (the window can be thousands of
+/// lengths wide).
+fn any_bit(v: &[u64], from: u32, to: u32) -> bool {
+    if from > to {
+        return false;
+    }
+    let (fw, tw) = ((from / 64) as usize, (to / 64) as usize);
+    (fw..=tw).any(|w| {
+        let lo = if w == fw { from % 64 } else { 0 };
+        let hi = if w == tw { to % 64 } else { 63 };
+        let mask = (u64::MAX >> (63 - hi)) & (u64::MAX << lo);
+        v[w] & mask != 0
+    })
+}
+
 impl StringRule {
     /// The strings all of `autos` accept with `min..=max` characters. The error says why no
     /// string qualifies (or that the bounds make the table too large).
@@ -129,7 +144,7 @@ impl StringRule {
             Some(m) => (m - n).min(self.cap - 1),
             None => self.cap - 1,
         };
-        (from..=to).any(|l| bit(r, l))
+        any_bit(r, from, to)
     }
 
     /// The state just after the opening quote.
@@ -338,6 +353,17 @@ mod tests {
             }
         }
         (text.len(), false)
+    }
+
+    #[test]
+    fn bit_windows() {
+        let v = [1u64 << 63, 1 << 2];
+        assert!(any_bit(&v, 0, 63) && any_bit(&v, 63, 63) && any_bit(&v, 60, 70));
+        assert!(!any_bit(&v, 0, 62) && !any_bit(&v, 64, 65) && any_bit(&v, 66, 66));
+        assert!(!any_bit(&v, 67, 127) && !any_bit(&v, 5, 4));
+        // A wide window with nothing ruled out stays cheap and right.
+        let r = rule("", 0, Some(5000));
+        assert_eq!(run(&r, "abc\""), (4, true));
     }
 
     #[test]
