@@ -781,6 +781,42 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("\"f\"") && e.contains("\"format\""), "{e}");
         assert!(JsonSchema::tool_call(&[]).is_err());
+        // Constrained parameters, as forced tool calls get them.
+        let s = Arc::new(
+            JsonSchema::tool_call(&[(
+                "book".into(),
+                Some(json!({"type": "object", "properties": {
+                    "seats": {"type": "integer", "minimum": 1, "maximum": 9},
+                    "day": {"type": "string", "format": "date"}},
+                    "required": ["seats", "day"]})),
+            )])
+            .unwrap(),
+        );
+        let accepts = |text: &str| {
+            let mut a = JsonAcceptor::new(s.clone());
+            a.feed(text.as_bytes()) && a.is_complete()
+        };
+        assert!(accepts(
+            r#"{"name": "book", "arguments": {"seats": 2, "day": "2024-05-01"}}"#
+        ));
+        assert!(!accepts(
+            r#"{"name": "book", "arguments": {"seats": 12, "day": "2024-05-01"}}"#
+        ));
+        assert!(!accepts(
+            r#"{"name": "book", "arguments": {"seats": 2, "day": "May 1"}}"#
+        ));
+        let e = JsonSchema::tool_call(&[(
+            "loop".into(),
+            Some(
+                json!({"type": "object", "properties": {"again": {"$ref": "#"}},
+                "required": ["again"]}),
+            ),
+        )])
+        .unwrap_err();
+        assert!(
+            e.contains("\"loop\"") && e.contains("no finite value"),
+            "{e}"
+        );
     }
 
     #[test]
