@@ -307,7 +307,7 @@ fn chat_ui_ops_and_bad_inputs() {
             "POST",
             "/v1/chat/completions",
             chat(json!({"response_format": {"type": "json_schema",
-                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "a"}}}})),
+                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "(a)\\1"}}}})),
             400,
         ),
         (

@@ -10,6 +10,8 @@
 use std::sync::Arc;
 
 use super::json_schema::{JsonSchema, Node, ANY, ANY_ARRAY, ANY_OBJECT, FALSE, NULL, TRUE};
+use super::numbers::NumState;
+use super::string_rule::{StrByte, StrMatch};
 
 /// Longest run of whitespace allowed between JSON tokens.
 const MAX_WS_RUN: u8 = 24;
@@ -87,6 +89,16 @@ enum Frame {
         node: u32,
         pos: usize,
     },
+    /// Inside a string with a pattern / format / length rule (`JsonSchema::strings[rule]`).
+    Text {
+        rule: u32,
+        m: StrMatch,
+    },
+    /// A number with bounds (`JsonSchema::numbers[rule]`).
+    Bounded {
+        rule: u32,
+        st: NumState,
+    },
 }
 
 /// Whether `n` may end in this state.
@@ -129,6 +141,7 @@ impl JsonAcceptor {
         self.alts.iter().any(|a| match a.as_slice() {
             [] => true,
             [Frame::Num { st, .. }] => num_done(*st),
+            [Frame::Bounded { rule, st }] => self.schema.numbers[*rule as usize].can_end(st),
             _ => false,
         })
     }
@@ -197,10 +210,12 @@ impl JsonAcceptor {
         }
         self.alts = out;
         // Whitespace inside strings is content, not padding.
-        let in_string = self
-            .alts
-            .iter()
-            .all(|a| matches!(a.last(), Some(Frame::Str { .. } | Frame::Key { .. })));
+        let in_string = self.alts.iter().all(|a| {
+            matches!(
+                a.last(),
+                Some(Frame::Str { .. } | Frame::Key { .. } | Frame::Text { .. })
+            )
+        });
         self.ws_run = if is_ws(b) && !in_string {
             self.ws_run + 1
         } else {
@@ -285,6 +300,33 @@ fn step(schema: &JsonSchema, stack: &mut Vec<Frame>, b: u8) -> Step {
                 Step::Yes
             }
         },
+        Frame::Text { rule, m } => match schema.strings[*rule as usize].byte(m, b) {
+            StrByte::Bad => Step::No,
+            StrByte::More => Step::Yes,
+            StrByte::End => {
+                stack.pop();
+                Step::Yes
+            }
+        },
+        Frame::Bounded { rule, st } => {
+            let r = &schema.numbers[*rule as usize];
+            match r.byte(st, b) {
+                Some(n) => {
+                    *st = n;
+                    Step::Yes
+                }
+                None if r.can_end(st) => {
+                    // The number ended; the byte belongs to what encloses it.
+                    stack.pop();
+                    if stack.is_empty() {
+                        Step::No
+                    } else {
+                        Step::Again
+                    }
+                }
+                None => Step::No,
+            }
+        }
         Frame::Key { buf, esc, utf8 } => match string_byte(esc, utf8, b) {
             StrStep::Bad => Step::No,
             StrStep::More => {
@@ -328,8 +370,13 @@ fn step(schema: &JsonSchema, stack: &mut Vec<Frame>, b: u8) -> Step {
             if is_ws(b) {
                 return Step::Yes;
             }
-            let (items, min, max) = match &schema.nodes[*node as usize] {
-                Node::Array { items, min, max } => (*items, *min, *max),
+            let (item, min, max) = match &schema.nodes[*node as usize] {
+                Node::Array {
+                    prefix,
+                    items,
+                    min,
+                    max,
+                } => (*prefix.get(*count).unwrap_or(items), *min, *max),
                 _ => (ANY, 0, None),
             };
             let room = max.is_none_or(|m| *count < m);
@@ -349,7 +396,7 @@ fn step(schema: &JsonSchema, stack: &mut Vec<Frame>, b: u8) -> Step {
                     *count += 1;
                     *st = ArrState::Item;
                     // The byte starts the item.
-                    stack.push(Frame::Value(items));
+                    stack.push(Frame::Value(item));
                     Step::Again
                 }
                 _ => Step::No,
@@ -434,8 +481,15 @@ fn start(schema: &JsonSchema, node: u32, b: u8) -> Option<Frame> {
             count: 0,
             st: ArrState::Open,
         }),
-        Node::String => start_string(b),
-        Node::Number(integer) => start_number(*integer, b),
+        Node::String(None) => start_string(b),
+        Node::String(Some(rule)) => (b == b'"').then(|| Frame::Text {
+            rule: *rule,
+            m: schema.strings[*rule as usize].start(),
+        }),
+        Node::Number(integer, None) => start_number(*integer, b),
+        Node::Number(_, Some(rule)) => schema.numbers[*rule as usize]
+            .start(b)
+            .map(|st| Frame::Bounded { rule: *rule, st }),
         Node::Literal(t) => (t.first() == Some(&b)).then_some(Frame::Lit { node, pos: 1 }),
         Node::Union(_) => None,
     }
@@ -732,6 +786,44 @@ mod tests {
         assert!(!a.feed(b" "));
         assert!(a.feed(b"\""));
         assert!(a.feed(&[b' '; 100]), "spaces inside a string are content");
+    }
+
+    #[test]
+    fn constrained_leaves_inside_objects_and_arrays() {
+        let schema = json!({"type": "object", "properties": {
+            "n": {"type": "integer", "minimum": 10, "maximum": 12},
+            "code": {"type": "string", "pattern": "^[A-Z]{2}\\d$"},
+            "day": {"type": "string", "format": "date"},
+            "xs": {"type": "array", "items": {"type": "number", "exclusiveMaximum": 0}, "maxItems": 2},
+            "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": false}},
+            "required": ["n"]});
+        let good = r#"{"n": 11, "code": "AB7", "day": "2024-02-29", "xs": [-1.5, -0.01], "pair": [1, "a"]}"#;
+        let mut a = acc(schema.clone());
+        assert_eq!(run(&mut a, good), good.len());
+        assert!(a.is_complete());
+        for (text, ok) in [
+            (r#"{"n": 13"#, 7),                 // 1 then only 0..2
+            (r#"{"n": 1}"#, 7),                 // 1 is below 10: no `}` yet
+            (r#"{"n": -"#, 6),                  // no negatives
+            (r#"{"n": 10, "code": "A1"#, 20),   // second char must be a letter
+            (r#"{"n": 10, "code": "AB7x"#, 22), // then only the quote
+            (r#"{"n": 10, "day": "2024-13"#, 24),
+            (r#"{"n": 10, "xs": [0"#, 17), // 0 and above are out; -0 too
+            (r#"{"n": 10, "xs": [-1, -2, -3"#, 23), // maxItems in a nested array
+            (r#"{"n": 10, "pair": ["a"#, 19), // first item an integer
+            (r#"{"n": 10, "pair": [1, "a", 2"#, 25),
+        ] {
+            let mut a = acc(schema.clone());
+            assert_eq!(run(&mut a, text), ok, "{text}");
+        }
+        // Optional[int] as pydantic writes it.
+        let mut a = acc(json!({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}));
+        assert_eq!(run(&mut a, "null"), 4);
+        assert!(a.is_complete());
+        let mut a = acc(json!({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}]}));
+        assert_eq!(run(&mut a, "0"), 0);
+        assert_eq!(run(&mut a, "7"), 1);
+        assert!(a.can_end());
     }
 
     #[test]

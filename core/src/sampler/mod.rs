@@ -8,15 +8,23 @@
 //! stream and a platform-independent `exp`, so a seed reproduces the same tokens natively and
 //! in wasm.
 
+mod automaton;
 mod chain;
+mod charset;
 mod config;
 mod constrain;
+mod formats;
 mod json_acceptor;
 mod json_schema;
 mod logprobs;
+mod numbers;
 mod penalties;
+mod regex;
 mod rng;
+#[cfg(test)]
+mod schema_walks;
 mod stop;
+mod string_rule;
 
 use thiserror::Error;
 

@@ -68,7 +68,7 @@ mod tests {
             .unwrap()
             .is_some());
         let e = response_format(Some(&json!({"type": "json_schema",
-            "json_schema": {"name": "x", "schema": {"type": "string", "format": "email"}}})))
+            "json_schema": {"name": "x", "schema": {"type": "string", "format": "iri"}}})))
         .unwrap_err();
         assert_eq!(e.status, 400);
         assert!(e.message.contains("\"format\""), "{}", e.message);
