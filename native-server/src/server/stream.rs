@@ -1,5 +1,6 @@
 //! Streamed responses shared by the surfaces: an event stream turned into frames, sent as
-//! Server-Sent Events or newline-delimited JSON.
+//! Server-Sent Events (plain `data:` frames, or typed ones with an `event:` line) or
+//! newline-delimited JSON.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -15,14 +16,15 @@ use super::generate::EventStream;
 
 /// Turns an event stream into frames: `f` gets each event (and `None` once the stream ends)
 /// and returns the frames to send and whether the response is complete.
-pub fn frames<F>(rx: EventStream, f: F) -> impl Stream<Item = String> + Send + 'static
+pub fn frames<F, T>(rx: EventStream, f: F) -> impl Stream<Item = T> + Send + 'static
 where
-    F: FnMut(Option<(usize, Event)>) -> (Vec<String>, bool) + Send + 'static,
+    F: FnMut(Option<(usize, Event)>) -> (Vec<T>, bool) + Send + 'static,
+    T: Send + 'static,
 {
-    struct St<F> {
+    struct St<F, T> {
         rx: EventStream,
         f: F,
-        queue: VecDeque<String>,
+        queue: VecDeque<T>,
         ended: bool,
     }
     let st = St {
@@ -51,6 +53,15 @@ where
 /// A Server-Sent Events response, one `data:` frame per string.
 pub fn sse(frames: impl Stream<Item = String> + Send + 'static) -> Response {
     Sse::new(frames.map(|s| Ok::<_, Infallible>(SseEvent::default().data(s))))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// A Server-Sent Events response of typed frames: `(event name, data)` each, the name sent as
+/// the `event:` line (as OpenAI's Responses API streams).
+pub fn sse_typed(frames: impl Stream<Item = (String, String)> + Send + 'static) -> Response {
+    let ev = |(name, data): (String, String)| SseEvent::default().event(name).data(data);
+    Sse::new(frames.map(move |f| Ok::<_, Infallible>(ev(f))))
         .keep_alive(KeepAlive::default())
         .into_response()
 }
