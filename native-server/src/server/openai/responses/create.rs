@@ -60,11 +60,10 @@ fn refuse_unsupported(b: &CreateRequest) -> Result<(), ApiError> {
             "max_output_tokens must be at least 1, got {n}"
         )));
     }
-    let meta = b.metadata.iter().flatten();
-    if b.metadata.as_ref().is_some_and(|m| m.len() > 16)
-        || meta
-            .clone()
-            .any(|(k, v)| k.chars().count() > 64 || v.chars().count() > 512)
+    let too_long = |(k, v): (&String, &String)| k.chars().count() > 64 || v.chars().count() > 512;
+    if b.metadata
+        .as_ref()
+        .is_some_and(|m| m.len() > 16 || m.iter().any(too_long))
     {
         return Err(ApiError::invalid(
             "metadata holds at most 16 pairs, keys up to 64 characters and values up to 512",
