@@ -98,6 +98,11 @@ impl ApiError {
         )
     }
 
+    /// 404 with a specific code (e.g. `previous_response_not_found`).
+    pub fn not_found_code(code: &'static str, msg: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "invalid_request_error", code, msg)
+    }
+
     /// 404: any other missing thing.
     pub fn not_found(msg: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found_error", "not_found", msg)

@@ -10,6 +10,7 @@ use weft_core::chat::Message;
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
+use super::common::tool_choice::Offered;
 use super::error::ApiError;
 use super::state::AppState;
 use crate::registry::{Lease, Loaded};
@@ -139,6 +140,22 @@ pub fn chat_prompt(
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     text.push_str(opening);
     Ok(text_prompt(model, &text))
+}
+
+/// [`chat_prompt`] for a conversation offered `tools`, with the constraint decoding follows:
+/// a forced call opens the reply with its tag and its schema replaces `format` (the reply is
+/// the call, not text).
+pub fn tool_chat_prompt(
+    model: &Lease,
+    messages: &[Message],
+    tools: Option<&Offered>,
+    format: Option<Arc<JsonSchema>>,
+) -> Result<(Vec<u32>, Option<Arc<JsonSchema>>), ApiError> {
+    let forced = tools.and_then(|t| t.forced.as_ref());
+    let opening = forced.map_or("", |f| f.opening);
+    let defs = tools.map(|t| t.defs.as_slice());
+    let prompt = chat_prompt(model, messages, defs, opening)?;
+    Ok((prompt, forced.map(|f| f.schema.clone()).or(format)))
 }
 
 /// Tokenizes prompt text with the one BOS rule ([`Tokenizer::encode_prompt`]

@@ -9,6 +9,7 @@ use weft_core::chat::Message;
 
 use super::common::sampling::{Precedence, SamplingFields};
 use super::error::ApiError;
+use super::openai::responses::store::{MemoryStore, ResponseStore};
 use crate::registry::{KeepAlive, Lease, Registry};
 
 /// Settings from the `weft serve` command line.
@@ -39,6 +40,8 @@ pub struct AppState {
     pub jobs: Option<Arc<super::jobs::ModelJobs>>,
     /// The sandbox (with --code-exec), skills and artifacts.
     pub code: super::code::CodeTools,
+    /// Responses stored for `/v1/responses/{id}` and `previous_response_id`.
+    pub responses: Arc<dyn ResponseStore>,
 }
 
 /// The handle handlers get.
@@ -59,6 +62,7 @@ impl AppState {
             preload: OnceLock::new(),
             started: Instant::now(),
             sessions: Mutex::new(HashMap::new()),
+            responses: Arc::new(MemoryStore::default()),
         }
     }
 

@@ -1,5 +1,6 @@
 //! Streamed responses shared by the surfaces: an event stream turned into frames, sent as
-//! Server-Sent Events or newline-delimited JSON.
+//! Server-Sent Events (plain `data:` frames, or typed ones with an `event:` line) or
+//! newline-delimited JSON.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -14,15 +15,16 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// Turns an event stream (the scheduler's events, or a tool loop's steps) into frames: `f` gets
 /// each event (and `None` once the stream ends) and returns the frames to send and whether the
 /// response is complete.
-pub fn frames<T, F>(rx: UnboundedReceiver<T>, f: F) -> impl Stream<Item = String> + Send + 'static
+pub fn frames<E, F, T>(rx: UnboundedReceiver<E>, f: F) -> impl Stream<Item = T> + Send + 'static
 where
+    E: Send + 'static,
+    F: FnMut(Option<E>) -> (Vec<T>, bool) + Send + 'static,
     T: Send + 'static,
-    F: FnMut(Option<T>) -> (Vec<String>, bool) + Send + 'static,
 {
-    struct St<T, F> {
-        rx: UnboundedReceiver<T>,
+    struct St<E, F, T> {
+        rx: UnboundedReceiver<E>,
         f: F,
-        queue: VecDeque<String>,
+        queue: VecDeque<T>,
         ended: bool,
     }
     let st = St {
@@ -51,6 +53,15 @@ where
 /// A Server-Sent Events response, one `data:` frame per string.
 pub fn sse(frames: impl Stream<Item = String> + Send + 'static) -> Response {
     Sse::new(frames.map(|s| Ok::<_, Infallible>(SseEvent::default().data(s))))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// A Server-Sent Events response of typed frames: `(event name, data)` each, the name sent as
+/// the `event:` line (as OpenAI's Responses API streams).
+pub fn sse_typed(frames: impl Stream<Item = (String, String)> + Send + 'static) -> Response {
+    let ev = |(name, data): (String, String)| SseEvent::default().event(name).data(data);
+    Sse::new(frames.map(move |f| Ok::<_, Infallible>(ev(f))))
         .keep_alive(KeepAlive::default())
         .into_response()
 }

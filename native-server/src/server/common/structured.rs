@@ -1,5 +1,6 @@
-//! Structured output requests: OpenAI `response_format` and Ollama `format`, turned into the
-//! JSON schema the scheduler constrains decoding to (`weft_core::sampler::JsonSchema`).
+//! Structured output requests: OpenAI `response_format` (and the Responses API's
+//! `text.format`) and Ollama `format`, turned into the JSON schema the scheduler constrains
+//! decoding to (`weft_core::sampler::JsonSchema`).
 
 use std::sync::Arc;
 
@@ -20,24 +21,50 @@ pub fn response_format(rf: Option<&Value>) -> Result<Option<Arc<JsonSchema>>, Ap
     let Some(rf) = rf.filter(|v| !v.is_null()) else {
         return Ok(None);
     };
-    match rf.get("type").and_then(Value::as_str) {
+    let schema = rf.get("json_schema").and_then(|j| j.get("schema"));
+    typed(
+        rf,
+        schema,
+        "response_format",
+        "response_format.json_schema.schema",
+    )
+}
+
+/// The Responses API's `text.format`: the same three types, the schema's fields flat
+/// (`{"type": "json_schema", "name", "schema", "strict"}`).
+pub fn text_format(text: Option<&Value>) -> Result<Option<Arc<JsonSchema>>, ApiError> {
+    let text = match text {
+        None | Some(Value::Null) => return Ok(None),
+        Some(t @ Value::Object(_)) => t,
+        Some(_) => return Err(ApiError::invalid("text must be an object")),
+    };
+    let Some(f) = text.get("format").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    typed(f, f.get("schema"), "text.format", "text.format.schema")
+}
+
+/// A format object by its `type`; `field` and `schema_field` name it and its schema in errors.
+fn typed(
+    f: &Value,
+    schema: Option<&Value>,
+    field: &str,
+    schema_field: &str,
+) -> Result<Option<Arc<JsonSchema>>, ApiError> {
+    match f.get("type").and_then(Value::as_str) {
         Some("text") => Ok(None),
         Some("json_object") => Ok(Some(Arc::new(JsonSchema::any_object()))),
         Some("json_schema") => {
-            let schema = rf
-                .get("json_schema")
-                .and_then(|j| j.get("schema"))
-                .ok_or_else(|| {
-                    ApiError::invalid("response_format.json_schema.schema is required")
-                })?;
-            compile(schema, "response_format.json_schema.schema").map(Some)
+            let schema =
+                schema.ok_or_else(|| ApiError::invalid(format!("{schema_field} is required")))?;
+            compile(schema, schema_field).map(Some)
         }
         Some(other) => Err(ApiError::invalid(format!(
-            "response_format.type {other:?} is not supported (text, json_object, json_schema)"
+            "{field}.type {other:?} is not supported (text, json_object, json_schema)"
         ))),
-        None => Err(ApiError::invalid(
-            "response_format must be an object with a type",
-        )),
+        None => Err(ApiError::invalid(format!(
+            "{field} must be an object with a type"
+        ))),
     }
 }
 
@@ -73,6 +100,15 @@ mod tests {
         assert_eq!(e.status, 400);
         assert!(e.message.contains("\"format\""), "{}", e.message);
         assert!(response_format(Some(&json!({"type": "json_schema"}))).is_err());
+        let flat =
+            json!({"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}});
+        assert!(text_format(Some(&flat)).unwrap().is_some());
+        assert!(text_format(Some(&json!({"format": {"type": "text"}})))
+            .unwrap()
+            .is_none());
+        let e = text_format(Some(&json!({"format": {"type": "json_schema"}}))).unwrap_err();
+        assert!(e.message.contains("text.format.schema"), "{}", e.message);
+        assert!(text_format(Some(&json!("json"))).is_err());
         assert!(ollama_format(Some(&json!("json"))).unwrap().is_some());
         assert!(ollama_format(Some(&json!("yaml"))).is_err());
         assert!(ollama_format(Some(&json!({"type": "object"})))

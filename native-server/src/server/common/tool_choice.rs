@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use weft_core::sampler::JsonSchema;
 
+use crate::registry::Lease;
 use crate::server::error::ApiError;
 
 /// What `tool_choice` asks for.
@@ -60,6 +61,36 @@ pub fn parse(v: Option<&Value>) -> Result<ToolChoice, ApiError> {
         }
         Some(other) => Err(bad(other.to_string())),
     }
+}
+
+/// The tools a request offers the model.
+pub struct Offered {
+    /// Definitions in the chat-completions shape (for the chat template).
+    pub defs: Vec<Value>,
+    pub names: Vec<String>,
+    /// `tool_choice` "required" or a named function: the call the reply must be.
+    pub forced: Option<ForcedCall>,
+}
+
+/// The tools to offer the model on `m` (`tool_choice` "none" offers none), and the call to
+/// force; `defs` are checked (400 on a malformed tool).
+pub fn offer(
+    choice: Option<&Value>,
+    defs: Vec<Value>,
+    m: &Lease,
+) -> Result<Option<Offered>, ApiError> {
+    let choice = parse(choice)?;
+    let names = super::tools::check_tools(&defs)?;
+    let template = m.template().map_or("", |t| t.source());
+    let forced = forced_call(&choice, &defs, &names, template)?;
+    if defs.is_empty() || choice == ToolChoice::None {
+        return Ok(None);
+    }
+    Ok(Some(Offered {
+        defs,
+        names,
+        forced,
+    }))
 }
 
 /// A call the reply must be.

@@ -131,6 +131,21 @@ pub fn call_name(partial: &str) -> Option<String> {
     Some(rest[..end].to_string())
 }
 
+/// Content and calls of a whole reply (calls parsed only when tools were offered, `names`),
+/// the same split a [`ToolStream`] makes.
+pub fn split(text: &str, names: Option<&[String]>) -> (String, Vec<ToolCall>) {
+    match names {
+        Some(n) => {
+            let mut ts = ToolStream::new(n.to_vec());
+            let mut out = ts.push(text);
+            let (tail, calls) = ts.finish();
+            out.push_str(&tail);
+            (out, calls)
+        }
+        None => (text.to_string(), Vec::new()),
+    }
+}
+
 /// Streams content while holding back anything that may be a tool call.
 #[derive(Debug, Default)]
 pub struct ToolStream {

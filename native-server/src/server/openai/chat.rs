@@ -5,7 +5,6 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::Value;
 use weft_core::chat::Message;
 use weft_core::scheduler::{Event, Summary, TokenInfo};
 
@@ -20,39 +19,13 @@ use super::Res;
 use crate::registry::{Lease, Loaded};
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
-use crate::server::common::tool_choice::{self, ForcedCall, ToolChoice};
-use crate::server::common::tools::{self, ToolCall, ToolStream};
+use crate::server::common::tool_choice::{self, Offered, ToolChoice};
+use crate::server::common::tools::{self, ToolStream};
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect};
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
-
-/// The tools a chat request offers the model.
-struct Offered {
-    /// Definitions as sent (for the chat template).
-    defs: Vec<Value>,
-    names: Vec<String>,
-    /// `tool_choice` "required" or a named function: the call the reply must be.
-    forced: Option<ForcedCall>,
-}
-
-/// The tools to offer the model (`tool_choice` "none" offers none), and the call to force.
-fn offered_tools(b: &ChatRequest, m: &Lease) -> Result<Option<Offered>, ApiError> {
-    let choice = tool_choice::parse(b.tool_choice.as_ref())?;
-    let defs = b.tools.clone().unwrap_or_default();
-    let names = tools::check_tools(&defs)?;
-    let template = m.template().map_or("", |t| t.source());
-    let forced = tool_choice::forced_call(&choice, &defs, &names, template)?;
-    if defs.is_empty() || choice == ToolChoice::None {
-        return Ok(None);
-    }
-    Ok(Some(Offered {
-        defs,
-        names,
-        forced,
-    }))
-}
 
 /// `finish_reason`, "tool_calls" when the reply ended normally with calls.
 fn finish_with_calls(s: &Summary, calls: bool) -> &'static str {
@@ -108,20 +81,6 @@ const ROLES: [&str; 6] = [
     "function",
 ];
 
-/// Content and calls of a whole reply (calls parsed only when tools were offered).
-fn split_calls(text: &str, names: Option<&Vec<String>>) -> (String, Vec<ToolCall>) {
-    match names {
-        Some(n) => {
-            let mut ts = ToolStream::new(n.clone());
-            let mut out = ts.push(text);
-            let (tail, calls) = ts.finish();
-            out.push_str(&tail);
-            (out, calls)
-        }
-        None => (text.to_string(), Vec::new()),
-    }
-}
-
 #[utoipa::path(post, path = "/chat/completions", tag = "openai", request_body = ChatRequest,
     responses(
         (status = 200, description = "A chat completion, or SSE chunks when stream is true",
@@ -145,10 +104,10 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
         ))
         .into());
     }
-    let mut json = crate::server::common::structured::response_format(b.response_format.as_ref())?;
+    let json = crate::server::common::structured::response_format(b.response_format.as_ref())?;
     let m = st.lease_named(b.common.model.as_deref(), None).await?;
-    let tools = offered_tools(&b, &m)?;
-    // A forced call replaces `response_format`: the reply is the call, not text.
+    let defs = b.tools.clone().unwrap_or_default();
+    let tools = tool_choice::offer(b.tool_choice.as_ref(), defs, &m)?;
     let forced = tools.as_ref().and_then(|t| t.forced.as_ref());
     // Built-in tools join only a free choice: not under "none", a forced call, or a schema.
     let free = tool_choice::parse(b.tool_choice.as_ref())? != ToolChoice::None
@@ -159,12 +118,7 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;
     }
-    if let Some(f) = forced {
-        json = Some(f.schema.clone());
-    }
-    let opening = forced.map_or("", |f| f.opening);
-    let defs = tools.as_ref().map(|t| t.defs.as_slice());
-    let prompt = generate::chat_prompt(&m, &messages, defs, opening)?;
+    let (prompt, json) = generate::tool_chat_prompt(&m, &messages, tools.as_ref(), json)?;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
     let mut req = b.common.to_request(&st, &m, prompt, lp)?;
     req.json = json;
@@ -186,7 +140,7 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let (content, calls) = split_calls(&c.text, names.as_ref());
+            let (content, calls) = tools::split(&c.text, names.as_deref());
             let has_calls = !calls.is_empty();
             ChatChoice {
                 index: i,

@@ -1,11 +1,13 @@
-//! The OpenAI surface, nested under `/v1`: chat completions, completions, models,
-//! embeddings (`server/embeddings/`), tokenize/detokenize, metrics, and a 501 in OpenAI's error shape for every other `/v1` path.
+//! The OpenAI surface, nested under `/v1`: chat completions, completions, responses
+//! (`responses/`), models, embeddings (`server/embeddings/`), tokenize/detokenize, metrics,
+//! and a 501 in OpenAI's error shape for every other `/v1` path.
 
 mod chat;
 mod completions;
 mod models;
 mod request;
 mod respond;
+pub mod responses;
 mod tokenize;
 mod tool_loop;
 pub mod types;
@@ -33,6 +35,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(tokenize::tokenize))
         .routes(routes!(tokenize::detokenize))
         .routes(routes!(super::ops::metrics_json))
+        .merge(responses::routes())
         .merge(super::embeddings::openai_routes())
         .merge(super::skills::openai_routes())
         .route("/{*rest}", any(not_implemented))

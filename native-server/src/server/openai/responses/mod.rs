@@ -1,0 +1,25 @@
+//! OpenAI's Responses API under `/v1/responses`: create (whole or streamed as typed events),
+//! and the stored responses (retrieve, delete, input items), continued with
+//! `previous_response_id`. Generation goes through the same pieces as chat completions
+//! (the chat template, tool offering and parsing, structured output, the scheduler).
+
+mod create;
+mod input;
+mod output;
+mod retrieve;
+pub mod store;
+mod stream;
+mod types;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::server::state::Shared;
+
+/// Routes relative to `/v1`.
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new()
+        .routes(routes!(create::create))
+        .routes(routes!(retrieve::retrieve, retrieve::delete))
+        .routes(routes!(retrieve::input_items))
+}
