@@ -261,6 +261,17 @@ enum Step {
     Again,
 }
 
+/// A number ended at a byte that does not continue it: the byte belongs to what encloses the
+/// number (nothing does at the top level, so there it is refused).
+fn number_ended(stack: &mut Vec<Frame>) -> Step {
+    stack.pop();
+    if stack.is_empty() {
+        Step::No
+    } else {
+        Step::Again
+    }
+}
+
 fn yes(ok: bool) -> Step {
     if ok {
         Step::Yes
@@ -315,15 +326,7 @@ fn step(schema: &JsonSchema, stack: &mut Vec<Frame>, b: u8) -> Step {
                     *st = n;
                     Step::Yes
                 }
-                None if r.can_end(st) => {
-                    // The number ended; the byte belongs to what encloses it.
-                    stack.pop();
-                    if stack.is_empty() {
-                        Step::No
-                    } else {
-                        Step::Again
-                    }
-                }
+                None if r.can_end(st) => number_ended(stack),
                 None => Step::No,
             }
         }
@@ -344,15 +347,7 @@ fn step(schema: &JsonSchema, stack: &mut Vec<Frame>, b: u8) -> Step {
                 *st = n;
                 Step::Yes
             }
-            None if num_done(*st) => {
-                // The number ended; the byte belongs to what encloses it.
-                stack.pop();
-                if stack.is_empty() {
-                    Step::No
-                } else {
-                    Step::Again
-                }
-            }
+            None if num_done(*st) => number_ended(stack),
             None => Step::No,
         },
         Frame::Lit { node, pos } => {

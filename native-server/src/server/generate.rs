@@ -32,6 +32,23 @@ pub struct GenRequest {
     pub json: Option<Arc<JsonSchema>>,
 }
 
+impl GenRequest {
+    /// One choice of `prompt` with `sampling`: no stop strings, logprobs or output
+    /// constraint (what the chat UI asks for, with or without the tool loop).
+    pub fn plain(prompt: Vec<u32>, sampling: SamplerConfig, max_tokens: usize) -> Self {
+        GenRequest {
+            prompt,
+            sampling,
+            max_tokens,
+            stop: vec![],
+            logprobs: None,
+            n: 1,
+            ignore_eos: false,
+            json: None,
+        }
+    }
+}
+
 /// Events of all choices of a request, tagged with the choice index.
 pub type EventStream = UnboundedReceiver<(usize, Event)>;
 

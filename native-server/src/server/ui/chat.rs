@@ -170,19 +170,7 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
     }
     let prompt = generate::chat_prompt(&m, &for_model, None, "")?;
     let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
-    let rx = generate::start(
-        &m,
-        GenRequest {
-            prompt,
-            sampling,
-            max_tokens,
-            stop: vec![],
-            logprobs: None,
-            n: 1,
-            ignore_eos: false,
-            json: None,
-        },
-    )?;
+    let rx = generate::start(&m, GenRequest::plain(prompt, sampling, max_tokens))?;
     let started = std::time::Instant::now();
     let mut reply = String::new();
     let mut split = ThinkSplitter::default();

@@ -88,16 +88,7 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
     let (sampling, max_tokens) = (r.sampling, r.max_tokens);
     let make_req = move |_: &Lease, prompt: Vec<u32>| {
         let max_tokens = generate::max_tokens(&st2, prompt.len(), max_tokens)?;
-        Ok(GenRequest {
-            prompt,
-            sampling: sampling.clone(),
-            max_tokens,
-            stop: vec![],
-            logprobs: None,
-            n: 1,
-            ignore_eos: false,
-            json: None,
-        })
+        Ok(GenRequest::plain(prompt, sampling.clone(), max_tokens))
     };
     // The UI declares no tools of its own: a call of a name the server does not know ends
     // the loop like an answer (its text is dropped).
