@@ -215,7 +215,7 @@ BAD = [
     ("a tool without a name", {"input": "Hi", "tools": [{"type": "function", "parameters": {}}]}),
     ("an unknown text.format", {"input": "Hi", "text": {"format": {"type": "yaml"}}}),
     ("an unsupported schema keyword", {"input": "Hi", "text": {"format": {
-        "type": "json_schema", "name": "x", "schema": {"type": "string", "pattern": "^a$"}}}}),
+        "type": "json_schema", "name": "x", "schema": {"type": "array", "uniqueItems": True}}}}),
     ("a named tool_choice without tools", {"input": "Hi", "tool_choice": {"type": "function", "name": "f"}}),
     ("background", {"input": "Hi", "background": True}),
     ("max_output_tokens 0", {"input": "Hi", "max_output_tokens": 0}),
