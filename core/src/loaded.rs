@@ -46,6 +46,8 @@ pub struct Capabilities {
     pub chat: bool,
     /// Offer tools to the model (its chat template renders them).
     pub tools: bool,
+    /// Write reasoning apart from the answer (its chat template marks it with `<think>`).
+    pub thinking: bool,
     /// Turn text into an embedding vector.
     pub embedding: bool,
 }
@@ -62,6 +64,7 @@ impl Capabilities {
             completion: generates,
             chat,
             tools: chat && template.is_some_and(|t| t.source().contains("tools")),
+            thinking: chat && template.is_some_and(ChatTemplate::marks_reasoning),
             embedding: role == Some(Role::Embed),
         }
     }

@@ -78,7 +78,7 @@ fn drain(rx: mpsc::Receiver<Event>) -> (Vec<u32>, Summary) {
             Event::Delta { tokens, .. } => ids.extend(tokens.iter().map(|t| t.id)),
             Event::Done(s) => return (ids, s),
             Event::Failed(m) => panic!("failed: {m}"),
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Queued { .. } => {}
         }
     }
     panic!("no Done event")
@@ -283,7 +283,7 @@ fn session_and_scheduler_agree_on_sampling_stops_and_json() {
                 }
                 Event::Done(s) => break s,
                 Event::Failed(e) => panic!("{e}"),
-                Event::Started { .. } => {}
+                Event::Started { .. } | Event::Queued { .. } => {}
             }
         };
         eprintln!("{prompt:?}: {:?} {:?}", alone.text, alone.finish);

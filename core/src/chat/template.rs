@@ -5,7 +5,7 @@ use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
 use serde_json::{Map, Value as Json};
 
 use super::pyfmt::{self, JsonOptions};
-use super::{builtin, clock, ChatError, Message};
+use super::{builtin, clock, ChatError, Message, THINK_OPEN};
 use crate::gguf::Gguf;
 
 const NAME: &str = "chat_template";
@@ -130,6 +130,17 @@ impl ChatTemplate {
     /// The template source.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// Whether the model writes its reasoning between `<think>` and `</think>` (Qwen3- and
+    /// DeepSeek-R1-style templates name the tags, to open the block or to strip past reasoning).
+    pub fn marks_reasoning(&self) -> bool {
+        self.source.contains(THINK_OPEN)
+    }
+
+    /// Whether reasoning can be switched on and off with the `enable_thinking` variable.
+    pub fn switches_reasoning(&self) -> bool {
+        self.source.contains("enable_thinking")
     }
 
     /// Renders a conversation into the prompt text.

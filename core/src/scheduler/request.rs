@@ -55,6 +55,9 @@ pub trait EventSink: Send {
 /// A request's progress.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The request waits for a slot: its place in the queue (1: next) and how many wait in
+    /// all. Sent when a waiting request's place changes; never for one that got a slot at once.
+    Queued { position: usize, pending: usize },
     /// The request got a slot: its prompt length and how much of it came from the cache.
     Started {
         prompt_tokens: usize,

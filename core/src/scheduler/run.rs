@@ -101,7 +101,9 @@ pub struct Scheduler {
     stats: Arc<Stats>,
     slots: Vec<Slot>,
     rewind_limit: usize,
-    waiting: VecDeque<(Request, Instant)>,
+    /// Requests without a slot yet: the request, when it was submitted, and the queue place
+    /// it was last told (0: none yet).
+    waiting: VecDeque<(Request, Instant, usize)>,
     active: Vec<Sequence>,
     closing: bool,
     clock: u64,
@@ -172,13 +174,14 @@ impl Scheduler {
                 self.take(m);
             }
             if self.closing {
-                for (mut r, _) in self.waiting.drain(..) {
+                for (mut r, _, _) in self.waiting.drain(..) {
                     self.stats.waiting.fetch_sub(1, Relaxed);
                     self.stats.requests_failed.fetch_add(1, Relaxed);
                     r.sink.send(Event::Failed(Failure::ShuttingDown));
                 }
             }
             self.admit();
+            self.report_queue();
             self.drop_cancelled();
             if !self.active.is_empty() {
                 self.step();
@@ -191,19 +194,19 @@ impl Scheduler {
 
     fn take(&mut self, m: Msg) {
         match m {
-            Msg::Submit(r, t) => self.waiting.push_back((*r, t)),
+            Msg::Submit(r, t) => self.waiting.push_back((*r, t, 0)),
             Msg::Shutdown => self.closing = true,
         }
     }
 
     /// Gives free slots to waiting requests, in arrival order.
     fn admit(&mut self) {
-        while let Some((req, _)) = self.waiting.front() {
+        while let Some((req, _, _)) = self.waiting.front() {
             let Some((slot, reuse)) = slots::choose(&self.slots, &req.prompt, self.rewind_limit)
             else {
                 return;
             };
-            let Some((mut req, submitted)) = self.waiting.pop_front() else {
+            let Some((mut req, submitted, _)) = self.waiting.pop_front() else {
                 return;
             };
             self.stats.waiting.fetch_sub(1, Relaxed);
@@ -252,6 +255,20 @@ impl Scheduler {
             } else {
                 seq.finish(Finish::Cancelled);
                 self.release(slot, Finish::Cancelled);
+            }
+        }
+    }
+
+    /// Tells each waiting request its place in the queue (1: next) when it changed.
+    fn report_queue(&mut self) {
+        let pending = self.waiting.len();
+        for (i, (req, _, told)) in self.waiting.iter_mut().enumerate() {
+            if *told != i + 1 {
+                *told = i + 1;
+                req.sink.send(Event::Queued {
+                    position: i + 1,
+                    pending,
+                });
             }
         }
     }

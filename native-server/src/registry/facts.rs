@@ -124,12 +124,14 @@ impl Facts {
     }
 
     /// The capabilities when the model is served with `template` in place of its own (an
-    /// override from `/api/create`): chat and tools follow the template that will be used.
+    /// override from `/api/create`): chat, tools and thinking follow the template that will
+    /// be used.
     pub fn capabilities_with(&self, template: Option<&str>) -> Capabilities {
         let mut c = self.capabilities;
         if let Some(t) = template {
             c.chat = c.completion;
             c.tools = c.chat && t.contains("tools");
+            c.thinking = c.chat && t.contains(weft_core::chat::THINK_OPEN);
         }
         c
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use weft_core::chat::Message;
+use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
@@ -123,16 +123,67 @@ pub fn not_generative() -> ApiError {
     ApiError::invalid("the model does not generate text: it is an embedding model (use /v1/embeddings or /api/embed)")
 }
 
+/// What a request asks of the model's reasoning: `enabled` (Ollama's and the chat UI's `think`,
+/// OpenAI's `think` / `reasoning_effort`) becomes the template's `enable_thinking` switch, and
+/// `template_vars` (OpenAI's `chat_template_kwargs`) are further template variables.
+#[derive(Clone, Debug, Default)]
+pub struct Think {
+    pub enabled: Option<bool>,
+    pub template_vars: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Think {
+    /// Just the switch.
+    pub fn enabled(enabled: Option<bool>) -> Think {
+        Think {
+            enabled,
+            ..Default::default()
+        }
+    }
+}
+
+/// How a reply's reasoning is told apart from its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasoning {
+    /// The model writes none (its template does not mark it): the reply is all answer.
+    Absent,
+    /// The reply may open a `<think>` block.
+    Closed,
+    /// The prompt opened the block: the reply starts as reasoning.
+    Open,
+}
+
+impl Reasoning {
+    /// A splitter for the reply (one that passes everything as answer for models that write
+    /// no reasoning).
+    pub fn splitter(self) -> ReasoningSplitter {
+        match self {
+            Reasoning::Absent => ReasoningSplitter::none(),
+            Reasoning::Closed => ReasoningSplitter::new(false),
+            Reasoning::Open => ReasoningSplitter::new(true),
+        }
+    }
+}
+
+/// A rendered and tokenized chat prompt.
+#[derive(Clone, Debug)]
+pub struct ChatPrompt {
+    pub ids: Vec<u32>,
+    pub reasoning: Reasoning,
+}
+
 /// Renders a conversation (and the tools it may call) with the model's chat template and
 /// tokenizes it. `opening` is text the assistant's reply starts with, written after the
 /// generation prompt (a forced tool call's tag; usually empty). A model name with its own
-/// system prompt gets it first when the conversation has none.
+/// system prompt gets it first when the conversation has none. Asking a model that writes no
+/// reasoning to think is a 400, as in Ollama.
 pub fn chat_prompt(
     model: &Lease,
     messages: &[Message],
     tools: Option<&[serde_json::Value]>,
     opening: &str,
-) -> Result<Vec<u32>, ApiError> {
+    think: &Think,
+) -> Result<ChatPrompt, ApiError> {
     if model.handle.is_none() {
         return Err(not_generative());
     }
@@ -142,6 +193,13 @@ pub fn chat_prompt(
     let template = model.template().ok_or_else(|| {
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
+    let marks = template.marks_reasoning();
+    if think.enabled == Some(true) && !marks {
+        return Err(ApiError::invalid(format!(
+            "model {:?} does not support thinking: its chat template marks no reasoning",
+            model.name
+        )));
+    }
     let with_system;
     let messages = match &model.overrides.system {
         Some(sys) if messages.first().is_none_or(|m| m.role != "system") => {
@@ -152,11 +210,25 @@ pub fn chat_prompt(
         }
         _ => messages,
     };
+    let mut vars = think.template_vars.clone();
+    if let (Some(on), true) = (think.enabled, marks) {
+        vars.entry("enable_thinking")
+            .or_insert(serde_json::Value::Bool(on));
+    }
+    let extra = (!vars.is_empty()).then_some(serde_json::Value::Object(vars));
     let mut text = template
-        .render(messages, tools, true, None)
+        .render(messages, tools, true, extra)
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     text.push_str(opening);
-    Ok(text_prompt(model, &text))
+    let reasoning = match (marks, opens_reasoning(&text)) {
+        (false, _) => Reasoning::Absent,
+        (true, false) => Reasoning::Closed,
+        (true, true) => Reasoning::Open,
+    };
+    Ok(ChatPrompt {
+        ids: text_prompt(model, &text),
+        reasoning,
+    })
 }
 
 /// [`chat_prompt`] for a conversation offered `tools`, with the constraint decoding follows:
@@ -167,12 +239,46 @@ pub fn tool_chat_prompt(
     messages: &[Message],
     tools: Option<&Offered>,
     format: Option<Arc<JsonSchema>>,
-) -> Result<(Vec<u32>, Option<Arc<JsonSchema>>), ApiError> {
+    think: &Think,
+) -> Result<(ChatPrompt, Option<Arc<JsonSchema>>), ApiError> {
     let forced = tools.and_then(|t| t.forced.as_ref());
     let opening = forced.map_or("", |f| f.opening);
     let defs = tools.map(|t| t.defs.as_slice());
-    let prompt = chat_prompt(model, messages, defs, opening)?;
-    Ok((prompt, forced.map(|f| f.schema.clone()).or(format)))
+    let json = forced.map(|f| f.schema.clone()).or(format);
+    let prompt = constrained_chat_prompt(model, messages, defs, opening, think, json.is_some())?;
+    Ok((prompt, json))
+}
+
+/// [`chat_prompt`] for a reply that may be `constrained` to JSON (structured output or a forced
+/// call). A constrained reply has no room for reasoning: it is switched off where the template
+/// can, and a template that opens it regardless is a 400, as is asking for both.
+pub fn constrained_chat_prompt(
+    model: &Lease,
+    messages: &[Message],
+    tools: Option<&[serde_json::Value]>,
+    opening: &str,
+    think: &Think,
+    constrained: bool,
+) -> Result<ChatPrompt, ApiError> {
+    if !constrained {
+        return chat_prompt(model, messages, tools, opening, think);
+    }
+    if think.enabled == Some(true) {
+        return Err(ApiError::invalid(
+            "thinking cannot be combined with structured output or a forced tool call",
+        ));
+    }
+    let mut think = think.clone();
+    if model.template().is_some_and(|t| t.switches_reasoning()) {
+        think.enabled = Some(false);
+    }
+    let prompt = chat_prompt(model, messages, tools, opening, &think)?;
+    if prompt.reasoning == Reasoning::Open {
+        return Err(ApiError::invalid(
+            "this model's template opens its reasoning in the prompt, so its reply cannot be constrained to JSON or a forced tool call",
+        ));
+    }
+    Ok(prompt)
 }
 
 /// Tokenizes prompt text with the one BOS rule ([`Tokenizer::encode_prompt`]
@@ -226,7 +332,7 @@ pub async fn collect(mut rx: EventStream, n: usize) -> Result<Vec<Collected>, Ap
     while let Some((i, ev)) = rx.recv().await {
         let c = &mut out[i];
         match ev {
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Queued { .. } => {}
             Event::Delta { text, tokens } => {
                 c.text.push_str(&text);
                 c.tokens.extend(tokens);

@@ -318,8 +318,9 @@ where
     fn run(self) -> BoxFuture<'s, Result<Turn<Reply>, ApiError>> {
         Box::pin(async move {
             let defs = self.tools.map(|t| t.0);
-            let prompt = generate::chat_prompt(self.m, &self.convo, defs, "")?;
-            let mut req = (self.make_req)(self.m, prompt)?;
+            let think = generate::Think::default();
+            let prompt = generate::chat_prompt(self.m, &self.convo, defs, "", &think)?;
+            let mut req = (self.make_req)(self.m, prompt.ids)?;
             req.n = 1;
             req.logprobs = None;
             let names = self.tools.map(|t| t.1);
@@ -356,7 +357,7 @@ async fn generate_turn(
     };
     while let Some((_, ev)) = rx.recv().await {
         match ev {
-            Event::Started { .. } => {}
+            Event::Started { .. } | Event::Queued { .. } => {}
             Event::Delta { text: t, .. } => {
                 match held.as_mut() {
                     None => emit(t),

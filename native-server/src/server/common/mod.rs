@@ -1,11 +1,11 @@
 //! What several surfaces share: Ollama-style `options`, sampling resolution, structured output,
-//! tool calling and forcing, `<think>` splitting, ids.
+//! tool calling and forcing, replies taken apart (reasoning, answer, calls), ids.
 
 pub mod ids;
 pub mod options;
+pub mod reply;
 pub mod sampling;
 pub mod structured;
-pub mod think;
 pub mod tool_choice;
 pub mod tools;
 

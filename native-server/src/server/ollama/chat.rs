@@ -4,15 +4,16 @@
 use axum::extract::State;
 use weft_core::chat::Message;
 
-use super::respond::{load_or_unload, respond, Shape};
+use super::respond::{load_or_unload, respond, Reply, Shape};
 use super::tool_loop::LoopRequest;
-use super::types::{ChatRequest, Frame, OllamaMessage};
+use super::types::{think_switch, ChatRequest, Frame, OllamaMessage};
 use super::Res;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
-use crate::server::common::tools;
+use crate::server::common::{structured, tools};
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::generate::{self, Think};
 use crate::server::state::Shared;
 
 #[utoipa::path(post, path = "/chat/ollama", tag = "ollama", request_body = ChatRequest,
@@ -29,6 +30,7 @@ pub async fn chat(st: Shared, b: ChatRequest) -> Res {
         // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
         return load_or_unload(&st, b.model.as_deref(), b.keep_alive.as_ref(), Shape::Chat).await;
     }
+    let think = think_switch(b.think.as_ref())?;
     let m = st
         .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
@@ -47,7 +49,7 @@ pub async fn chat(st: Shared, b: ChatRequest) -> Res {
     }
     let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
     // Built-in tools join a free answer, not one constrained to a JSON format.
-    let free = crate::server::common::structured::ollama_format(b.format.as_ref())?.is_none();
+    let free = structured::ollama_format(b.format.as_ref())?.is_none();
     let plan = plan::plan(&st, &m, &b.skills, Scope::Request, free).await?;
     let messages = plan.messages(&m, &messages);
     if let Some(agent) = plan.agent {
@@ -64,8 +66,15 @@ pub async fn chat(st: Shared, b: ChatRequest) -> Res {
         return super::tool_loop::respond(st, m, agent, r).await;
     }
     let defs = tools.as_ref().map(|t| t.0.as_slice());
-    let prompt = crate::server::generate::chat_prompt(&m, &messages, defs, "")?;
-    let req = super::generate::request(&st, &m, prompt, b.options, b.format.as_ref())?;
-    let names = tools.map(|t| t.1);
-    respond(m, req, b.stream.unwrap_or(true), Shape::Chat, names).await
+    let think = Think::enabled(think);
+    let constrained = !free;
+    let prompt = generate::constrained_chat_prompt(&m, &messages, defs, "", &think, constrained)?;
+    let req = super::generate::request(&st, &m, prompt.ids, b.options, b.format.as_ref())?;
+    let reply = Reply {
+        shape: Shape::Chat,
+        tools: tools.map(|t| t.1),
+        reasoning: prompt.reasoning,
+        keep_thinking: think.enabled != Some(false),
+    };
+    respond(m, req, b.stream.unwrap_or(true), reply).await
 }

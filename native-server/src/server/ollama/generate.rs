@@ -5,8 +5,8 @@ use axum::extract::State;
 use serde_json::Value;
 use weft_core::chat::Message;
 
-use super::respond::{load_or_unload, respond, Shape};
-use super::types::{Frame, GenerateRequest};
+use super::respond::{load_or_unload, respond, Reply, Shape};
+use super::types::{think_switch, Frame, GenerateRequest};
 use super::Res;
 use crate::registry::Lease;
 use crate::server::common::options::Options;
@@ -15,7 +15,7 @@ use crate::server::common::structured;
 use crate::server::common::OneOrMany;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::generate::{self, GenRequest};
+use crate::server::generate::{self, GenRequest, Reasoning, Think};
 use crate::server::state::{AppState, Shared};
 
 /// The internal request for an Ollama prompt.
@@ -88,16 +88,30 @@ pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequ
         .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     let text = b.prompt.unwrap_or_default();
-    let prompt = if b.raw || m.template().is_none() {
-        generate::text_prompt(&m, &text)
+    let think = Think::enabled(think_switch(b.think.as_ref())?);
+    let (prompt, reasoning) = if b.raw || m.template().is_none() {
+        if think.enabled == Some(true) {
+            return Err(
+                ApiError::invalid("think needs the model's chat template: not with raw").into(),
+            );
+        }
+        (generate::text_prompt(&m, &text), Reasoning::Absent)
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {
             messages.push(Message::system(s));
         }
         messages.push(Message::user(text));
-        generate::chat_prompt(&m, &messages, None, "")?
+        let constrained = structured::ollama_format(b.format.as_ref())?.is_some();
+        let p = generate::constrained_chat_prompt(&m, &messages, None, "", &think, constrained)?;
+        (p.ids, p.reasoning)
     };
     let req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
-    respond(m, req, b.stream.unwrap_or(true), Shape::Generate, None).await
+    let reply = Reply {
+        shape: Shape::Generate,
+        tools: None,
+        reasoning,
+        keep_thinking: think.enabled != Some(false),
+    };
+    respond(m, req, b.stream.unwrap_or(true), reply).await
 }

@@ -155,6 +155,7 @@ async fn show(
     let capabilities: Vec<&str> = [
         (caps.completion, "completion"),
         (caps.tools, "tools"),
+        (caps.thinking, "thinking"),
         (caps.embedding && !caps.completion, "embedding"),
     ]
     .into_iter()

@@ -9,9 +9,10 @@ use weft_core::scheduler::{Event, Summary};
 use super::types::{Frame, OllamaToolCall, Payload, ReplyMessage, StreamError, Timings};
 use super::{now_rfc3339, Res};
 use crate::registry::{names, Lease};
-use crate::server::common::tools::{ToolCall, ToolStream};
+use crate::server::common::reply::ReplyParts;
+use crate::server::common::tools::ToolCall;
 use crate::server::error::ApiError;
-use crate::server::generate::{self, collect, GenRequest};
+use crate::server::generate::{self, collect, GenRequest, Reasoning};
 use crate::server::openai::finish_reason;
 use crate::server::state::AppState;
 use crate::server::stream::{frames, json_frame, ndjson};
@@ -30,12 +31,16 @@ impl Shape {
                 message: ReplyMessage {
                     role: "assistant",
                     content: text,
+                    thinking: None,
                     tool_calls: (!calls.is_empty())
                         .then(|| calls.iter().map(OllamaToolCall::from).collect()),
                     executed_calls: None,
                 },
             },
-            Shape::Generate => Payload::Generate { response: text },
+            Shape::Generate => Payload::Generate {
+                response: text,
+                thinking: None,
+            },
         }
     }
 
@@ -61,6 +66,18 @@ impl Shape {
     }
 }
 
+impl Frame {
+    /// The frame with reasoning text (none when empty).
+    pub(super) fn with_thinking(mut self, text: String) -> Frame {
+        let t = (!text.is_empty()).then_some(text);
+        match &mut self.payload {
+            Payload::Chat { message } => message.thinking = t,
+            Payload::Generate { thinking, .. } => *thinking = t,
+        }
+        self
+    }
+}
+
 /// Final-frame figures: durations in nanoseconds, counts, cache hits.
 fn timings(s: &Summary) -> Timings {
     let ns = |secs: f64| (secs * 1e9) as u64;
@@ -81,18 +98,22 @@ fn timings(s: &Summary) -> Timings {
     }
 }
 
-/// Streams (NDJSON) or collects one generation. `tools`: the declared tool names, when the
-/// reply may call them.
-pub async fn respond(
-    m: Lease,
-    req: GenRequest,
-    stream: bool,
-    shape: Shape,
-    tools: Option<Vec<String>>,
-) -> Res {
+/// How one Ollama reply is written: its shape, the declared tool names (when the reply may
+/// call them), how its reasoning is told apart, and whether the request wants the reasoning
+/// (`think: false` drops whatever the model still writes).
+pub struct Reply {
+    pub shape: Shape,
+    pub tools: Option<Vec<String>>,
+    pub reasoning: Reasoning,
+    pub keep_thinking: bool,
+}
+
+/// Streams (NDJSON) or collects one generation.
+pub async fn respond(m: Lease, req: GenRequest, stream: bool, r: Reply) -> Res {
     let rx = generate::start(&m, req)?;
     let name = names::tagged(&m.name);
-    let mut held = tools.map(ToolStream::new);
+    let shape = r.shape;
+    let mut parts = ReplyParts::new(r.reasoning, r.tools, r.keep_thinking);
     if !stream {
         let out = collect(rx, 1).await?;
         let c = &out[0];
@@ -100,39 +121,31 @@ pub async fn respond(
             .summary
             .as_ref()
             .ok_or_else(|| ApiError::internal("no summary"))?;
-        let (text, calls) = match held.as_mut() {
-            Some(ts) => {
-                let mut text = ts.push(&c.text);
-                let (tail, calls) = ts.finish();
-                text.push_str(&tail);
-                (text, calls)
-            }
-            None => (c.text.clone(), Vec::new()),
-        };
-        return Ok(Json(shape.last(&name, text, &calls, s)).into_response());
+        let (thinking, text, calls) = parts.whole(&c.text);
+        let frame = shape.last(&name, text, &calls, s).with_thinking(thinking);
+        return Ok(Json(frame).into_response());
     }
     // The closure owns the lease: the model stays loaded until the stream ends.
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
         let _hold = &m;
         match ev {
             None => (vec![], true),
-            Some((_, Event::Started { .. })) => (vec![], false),
+            Some((_, Event::Started { .. } | Event::Queued { .. })) => (vec![], false),
             Some((_, Event::Delta { text, .. })) => {
-                let text = match held.as_mut() {
-                    Some(ts) => ts.push(&text),
-                    None => text,
-                };
-                if text.is_empty() {
+                let (thinking, text) = parts.push(&text);
+                if text.is_empty() && thinking.is_empty() {
                     return (vec![], false);
                 }
-                (vec![json_frame(&shape.frame(&name, text, &[]))], false)
+                let frame = shape.frame(&name, text, &[]).with_thinking(thinking);
+                (vec![json_frame(&frame)], false)
             }
             Some((_, Event::Done(s))) => {
                 let mut out = Vec::new();
-                let (tail, calls) = held.as_mut().map(ToolStream::finish).unwrap_or_default();
-                if !tail.is_empty() || !calls.is_empty() {
+                let (thinking, tail, calls) = parts.finish();
+                if !tail.is_empty() || !calls.is_empty() || !thinking.is_empty() {
                     // Ollama sends calls in a message of their own before the final frame.
-                    out.push(json_frame(&shape.frame(&name, tail, &calls)));
+                    let frame = shape.frame(&name, tail, &calls).with_thinking(thinking);
+                    out.push(json_frame(&frame));
                 }
                 out.push(json_frame(&shape.last(&name, String::new(), &[], &s)));
                 (out, true)

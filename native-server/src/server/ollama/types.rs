@@ -55,7 +55,8 @@ pub struct ChatRequest {
     /// Seconds or a duration (`"5m"`); 0 unloads after this request, negative keeps.
     #[schema(value_type = Option<Object>)]
     pub keep_alive: Option<Value>,
-    #[allow(dead_code)]
+    /// Reasoning on (`true`, or a level `"high"`/`"medium"`/`"low"`) or off (`false`), for
+    /// models that write it; see [`think_switch`].
     #[schema(value_type = Option<Object>)]
     pub think: Option<Value>,
     /// Extension: agent skills (`skills`, `skills_discovery`).
@@ -80,6 +81,22 @@ pub struct GenerateRequest {
     pub images: Option<Vec<Value>>,
     #[schema(value_type = Option<Object>)]
     pub keep_alive: Option<Value>,
+    /// As on `/api/chat`.
+    #[schema(value_type = Option<Object>)]
+    pub think: Option<Value>,
+}
+
+/// Ollama's `think`: a boolean, or a level (`"high"`, `"medium"`, `"low"`: reasoning on, since
+/// no template here takes a level).
+pub fn think_switch(v: Option<&Value>) -> Result<Option<bool>, crate::server::error::ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if ["high", "medium", "low"].contains(&s.as_str()) => Ok(Some(true)),
+        Some(other) => Err(crate::server::error::ApiError::invalid(format!(
+            "think must be true, false, \"high\", \"medium\" or \"low\", got {other}"
+        ))),
+    }
 }
 
 /// A tool call in Ollama's shape (`arguments` as an object).
@@ -111,6 +128,9 @@ impl From<&ToolCall> for OllamaToolCall {
 pub struct ReplyMessage {
     pub role: &'static str,
     pub content: String,
+    /// The model's reasoning, apart from `content` (models that write it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OllamaToolCall>>,
     /// Extension, with `--code-exec` or `skills`: the built-in calls the server executed while
@@ -137,8 +157,14 @@ pub struct Timings {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum Payload {
-    Chat { message: ReplyMessage },
-    Generate { response: String },
+    Chat {
+        message: ReplyMessage,
+    },
+    Generate {
+        response: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        thinking: Option<String>,
+    },
 }
 
 /// One NDJSON line of `/api/chat` or `/api/generate` (or the whole non-streamed response).

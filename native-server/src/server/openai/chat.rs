@@ -19,11 +19,11 @@ use super::Res;
 use crate::registry::{Lease, Loaded};
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
+use crate::server::common::reply::ReplyParts;
 use crate::server::common::tool_choice::{self, Offered, ToolChoice};
-use crate::server::common::tools::{self, ToolStream};
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
-use crate::server::generate::{self, collect};
+use crate::server::generate::{self, collect, Reasoning, Think};
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
@@ -69,6 +69,29 @@ fn top_logprobs(logprobs: Option<bool>, top: Option<i64>) -> Result<Option<usize
         (true, t) => Ok(Some(t.unwrap_or(0) as usize)),
         (false, _) => Ok(None),
     }
+}
+
+/// Efforts OpenAI's `reasoning_effort` takes.
+const EFFORTS: [&str; 6] = ["none", "minimal", "low", "medium", "high", "xhigh"];
+
+/// The request's reasoning switch: `think`, else `reasoning_effort` (`"none"` is off), with
+/// `chat_template_kwargs` as further template variables.
+fn think(b: &ChatRequest) -> Result<Think, ApiError> {
+    let enabled = match (b.think, b.reasoning_effort.as_deref()) {
+        (Some(on), _) => Some(on),
+        (None, Some(e)) if EFFORTS.contains(&e) => Some(e != "none"),
+        (None, Some(e)) => {
+            return Err(ApiError::invalid(format!(
+                "reasoning_effort must be one of {}, got {e:?}",
+                EFFORTS.join(", ")
+            )))
+        }
+        (None, None) => None,
+    };
+    Ok(Think {
+        enabled,
+        template_vars: b.chat_template_kwargs.clone().unwrap_or_default(),
+    })
 }
 
 /// Roles OpenAI's chat API accepts.
@@ -118,9 +141,11 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;
     }
-    let (prompt, json) = generate::tool_chat_prompt(&m, &messages, tools.as_ref(), json)?;
+    let think = think(&b)?;
+    let (prompt, json) = generate::tool_chat_prompt(&m, &messages, tools.as_ref(), json, &think)?;
+    let reasoning = prompt.reasoning;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
-    let mut req = b.common.to_request(&st, &m, prompt, lp)?;
+    let mut req = b.common.to_request(&st, &m, prompt.ids, lp)?;
     req.json = json;
     let names = tools.map(|t| t.names);
     let n = req.n;
@@ -131,6 +156,7 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
             head,
             include_usage: b.common.include_usage(),
             logprobs: lp.is_some(),
+            reasoning,
         };
         return Ok(s.respond(m, rx, n, names));
     }
@@ -140,13 +166,15 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let (content, calls) = tools::split(&c.text, names.as_deref());
+            let (thinking, content, calls) =
+                ReplyParts::new(reasoning, names.clone(), true).whole(&c.text);
             let has_calls = !calls.is_empty();
             ChatChoice {
                 index: i,
                 message: AssistantMessage {
                     role: "assistant",
                     content: (!(has_calls && content.is_empty())).then_some(content),
+                    reasoning_content: (!thinking.is_empty()).then_some(thinking),
                     refusal: None,
                     tool_calls: has_calls.then(|| {
                         calls
@@ -209,6 +237,7 @@ struct Stream {
     head: Head,
     include_usage: bool,
     logprobs: bool,
+    reasoning: Reasoning,
 }
 
 impl Stream {
@@ -223,6 +252,18 @@ impl Stream {
             choices,
             usage,
         })
+    }
+
+    /// A reasoning chunk, when there is reasoning text.
+    fn thinking(&self, index: usize, text: String) -> Vec<String> {
+        if text.is_empty() {
+            return vec![];
+        }
+        let delta = ChatDelta {
+            reasoning_content: Some(text),
+            ..Default::default()
+        };
+        vec![self.one(index, delta, None)]
     }
 
     fn one(&self, index: usize, delta: ChatDelta, finish: Option<&'static str>) -> String {
@@ -247,13 +288,15 @@ impl Stream {
         tools: Option<Vec<String>>,
     ) -> Response {
         let mut sums: Vec<Option<Summary>> = vec![None; n];
-        // Per choice: holds back tool calls while streaming content.
-        let mut held: Vec<Option<ToolStream>> =
-            (0..n).map(|_| tools.clone().map(ToolStream::new)).collect();
+        // Per choice: reasoning apart, tool calls held back while content streams.
+        let mut parts: Vec<ReplyParts> = (0..n)
+            .map(|_| ReplyParts::new(self.reasoning, tools.clone(), true))
+            .collect();
         let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
             let m: &Loaded = &m;
             match ev {
                 None => (vec![], true),
+                Some((_, Event::Queued { .. })) => (vec![], false),
                 Some((i, Event::Started { .. })) => {
                     let delta = ChatDelta {
                         role: Some("assistant"),
@@ -263,28 +306,25 @@ impl Stream {
                     (vec![self.one(i, delta, None)], false)
                 }
                 Some((i, Event::Delta { text, tokens })) => {
-                    let text = match held[i].as_mut() {
-                        Some(ts) => ts.push(&text),
-                        None => text,
-                    };
-                    if text.is_empty() && (!self.logprobs || tokens.is_empty()) {
-                        return (vec![], false);
+                    let (thinking, text) = parts[i].push(&text);
+                    let mut out = self.thinking(i, thinking);
+                    if !text.is_empty() || (self.logprobs && !tokens.is_empty()) {
+                        let choice = ChatChunkChoice {
+                            index: i,
+                            delta: ChatDelta {
+                                content: Some(text),
+                                ..Default::default()
+                            },
+                            logprobs: self.logprobs.then(|| chat_logprobs(m, &tokens)),
+                            finish_reason: None,
+                        };
+                        out.push(self.chunk(vec![choice], None));
                     }
-                    let choice = ChatChunkChoice {
-                        index: i,
-                        delta: ChatDelta {
-                            content: Some(text),
-                            ..Default::default()
-                        },
-                        logprobs: self.logprobs.then(|| chat_logprobs(m, &tokens)),
-                        finish_reason: None,
-                    };
-                    (vec![self.chunk(vec![choice], None)], false)
+                    (out, false)
                 }
                 Some((i, Event::Done(s))) => {
-                    let mut out = Vec::new();
-                    let (tail, calls) =
-                        held[i].as_mut().map(ToolStream::finish).unwrap_or_default();
+                    let (thinking, tail, calls) = parts[i].finish();
+                    let mut out = self.thinking(i, thinking);
                     if !tail.is_empty() {
                         let delta = ChatDelta {
                             content: Some(tail),
@@ -305,12 +345,24 @@ impl Stream {
                         out.push(self.one(i, delta, None));
                     }
                     let finish = finish_with_calls(&s, !calls.is_empty());
-                    out.push(self.one(i, ChatDelta::default(), Some(finish)));
-                    let usage_frame = |u| self.chunk(vec![], Some(u));
-                    let frame: Option<&dyn Fn(Usage) -> String> =
-                        self.include_usage.then_some(&usage_frame);
-                    let ended = end_choice(&mut sums, i, s, frame, &mut out);
-                    (out, ended)
+                    let total = end_choice(&mut sums, i, s);
+                    // The last choice's finish chunk carries the usage of all (as the peer
+                    // server sends it); `include_usage` adds OpenAI's own usage chunk.
+                    let choice = ChatChunkChoice {
+                        index: i,
+                        delta: ChatDelta::default(),
+                        logprobs: None,
+                        finish_reason: Some(finish),
+                    };
+                    out.push(self.chunk(vec![choice], total.clone()));
+                    let Some(total) = total else {
+                        return (out, false);
+                    };
+                    if self.include_usage {
+                        out.push(self.chunk(vec![], Some(total)));
+                    }
+                    out.push("[DONE]".into());
+                    (out, true)
                 }
                 Some((_, Event::Failed(e))) => (vec![stream_error(e)], true),
             }

@@ -176,7 +176,7 @@ fn stream(
             Some((i, Event::Started { .. })) if !echo.is_empty() => {
                 (vec![chunk(i, echo.clone(), None, None)], false)
             }
-            Some((_, Event::Started { .. })) => (vec![], false),
+            Some((_, Event::Started { .. } | Event::Queued { .. })) => (vec![], false),
             Some((i, Event::Delta { text, tokens })) => {
                 if text.is_empty() && (lp.is_none() || tokens.is_empty()) {
                     return (vec![], false);
@@ -186,11 +186,27 @@ fn stream(
                 (vec![chunk(i, text, l, None)], false)
             }
             Some((i, Event::Done(s))) => {
-                let mut out = vec![chunk(i, String::new(), None, Some(finish_reason(&s)))];
-                let usage_frame = |u| json_frame(&completion(&head2, vec![], Some(u)));
-                let frame: Option<&dyn Fn(Usage) -> String> = include_usage.then_some(&usage_frame);
-                let ended = end_choice(&mut sums, i, s, frame, &mut out);
-                (out, ended)
+                let finish = finish_reason(&s);
+                let Some(total) = end_choice(&mut sums, i, s) else {
+                    return (vec![chunk(i, String::new(), None, Some(finish))], false);
+                };
+                // The last finish chunk carries the usage of all choices.
+                let choice = CompletionChoice {
+                    index: i,
+                    text: String::new(),
+                    logprobs: None,
+                    finish_reason: Some(finish),
+                };
+                let mut out = vec![json_frame(&completion(
+                    &head2,
+                    vec![choice],
+                    Some(total.clone()),
+                ))];
+                if include_usage {
+                    out.push(json_frame(&completion(&head2, vec![], Some(total))));
+                }
+                out.push("[DONE]".into());
+                (out, true)
             }
             Some((_, Event::Failed(e))) => (vec![stream_error(e)], true),
         }

@@ -48,26 +48,15 @@ pub fn usage(sums: &[&Summary]) -> Usage {
     }
 }
 
-/// Records that choice `i` ended. When every choice has, appends the usage frame
-/// (`usage_frame` of the total, when asked) and `[DONE]` to `out` and returns true: the
-/// stream is over.
-pub fn end_choice(
-    sums: &mut [Option<Summary>],
-    i: usize,
-    s: Summary,
-    usage_frame: Option<&dyn Fn(Usage) -> String>,
-    out: &mut Vec<String>,
-) -> bool {
+/// Records that choice `i` ended; once every choice has, the usage of all (the stream is then
+/// over).
+pub fn end_choice(sums: &mut [Option<Summary>], i: usize, s: Summary) -> Option<Usage> {
     sums[i] = Some(s);
     if !sums.iter().all(Option::is_some) {
-        return false;
+        return None;
     }
-    if let Some(frame) = usage_frame {
-        let all: Vec<&Summary> = sums.iter().flatten().collect();
-        out.push(frame(usage(&all)));
-    }
-    out.push("[DONE]".into());
-    true
+    let all: Vec<&Summary> = sums.iter().flatten().collect();
+    Some(usage(&all))
 }
 
 /// The OpenAI-shaped error frame that ends a stream whose generation failed.

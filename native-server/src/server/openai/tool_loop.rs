@@ -76,6 +76,7 @@ pub async fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Res 
     let message = AssistantMessage {
         role: "assistant",
         content: (!(has_calls && reply.content.is_empty())).then(|| reply.content.clone()),
+        reasoning_content: None,
         refusal: None,
         tool_calls: has_calls.then_some(calls),
         executed_calls: (!out.executed.is_empty()).then(|| out.executed.clone()),
@@ -164,7 +165,9 @@ fn stream_steps(
                     executed_calls: (!o.executed.is_empty()).then(|| o.executed.clone()),
                     ..Default::default()
                 };
-                out.push(chunk(Some(d), Some(finish), None));
+                // The finish chunk carries usage (as the peer server sends it); `include_usage`
+                // adds OpenAI's own usage chunk.
+                out.push(chunk(Some(d), Some(finish), Some(run_usage(&o))));
                 if include_usage {
                     out.push(chunk(None, None, Some(run_usage(&o))));
                 }

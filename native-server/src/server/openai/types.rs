@@ -68,6 +68,15 @@ pub struct ChatRequest {
     pub parallel_tool_calls: Option<bool>,
     #[schema(value_type = Option<Object>)]
     pub response_format: Option<Value>,
+    /// Extension (as the peer server): reasoning on or off, for models that write it.
+    pub think: Option<bool>,
+    /// `"none"` switches reasoning off; any other effort leaves it on (no template here takes
+    /// a level).
+    pub reasoning_effort: Option<String>,
+    /// Extension (as llama.cpp's server and vLLM): further chat template variables, e.g.
+    /// `{"enable_thinking": false}`.
+    #[schema(value_type = Option<Object>)]
+    pub chat_template_kwargs: Option<Map<String, Value>>,
     /// Extension: agent skills (`skills`, `skills_discovery`).
     #[serde(flatten)]
     pub skills: SkillFields,
@@ -201,6 +210,10 @@ pub struct AssistantMessage {
     pub role: &'static str,
     /// Null when the reply is only tool calls.
     pub content: Option<String>,
+    /// The model's reasoning, apart from `content` (models that write it; the field
+    /// llama.cpp's server and vLLM use).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     pub refusal: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OpenAiToolCall>>,
@@ -258,6 +271,9 @@ pub struct ChatDelta {
     pub role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// A piece of the model's reasoning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<OpenAiToolCall>>,
     /// Extension: on the chunk with `finish_reason`, the built-in calls the server executed.

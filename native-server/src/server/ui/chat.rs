@@ -6,18 +6,20 @@
 //! history). The prefix cache then reuses the previous turn's tokens.
 
 use axum::extract::State;
-use weft_core::chat::Message;
+use weft_core::chat::{self, Message};
 use weft_core::scheduler::{Event, Finish, Summary};
 
 use super::sessions::DEFAULT_SESSION;
 use super::tool_loop::LoopRequest;
-use super::types::{DoneFrame, UiChatRequest, UiFrame};
+use super::types::{DoneFrame, UiChatRequest, UiFrame, UiToolCall};
+use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
+use crate::server::common::reply::ReplyParts;
 use crate::server::common::sampling::{resolve, SamplingFields};
-use crate::server::common::think::ThinkSplitter;
+use crate::server::common::tools::{self, ToolCall};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::generate::{self, GenRequest};
+use crate::server::generate::{self, GenRequest, Think};
 use crate::server::openai::finish_reason;
 use crate::server::state::{AppState, Shared};
 use crate::server::stream::{frames, json_frame, sse};
@@ -40,27 +42,73 @@ pub(super) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Frames for the text runs of a splitter; the visible text is added to `reply`.
-pub(super) fn text_frames(runs: Vec<(bool, String)>, reply: &mut String) -> Vec<String> {
-    runs.into_iter()
-        .map(|(thinking, t)| {
-            if thinking {
-                json_frame(&UiFrame::Thinking { thinking: t })
-            } else {
-                reply.push_str(&t);
-                json_frame(&UiFrame::Token { token: t })
-            }
-        })
-        .collect()
+/// A `thinking` frame and a `token` frame for the reasoning and answer text that have them;
+/// the answer is added to `reply`.
+pub(super) fn text_frames(thinking: String, answer: String, reply: &mut String) -> Vec<String> {
+    let mut out = Vec::new();
+    if !thinking.is_empty() {
+        out.push(json_frame(&UiFrame::Thinking { thinking }));
+    }
+    if !answer.is_empty() {
+        reply.push_str(&answer);
+        out.push(json_frame(&UiFrame::Token { token: answer }));
+    }
+    out
 }
 
-/// Records the finished turn as the session's conversation.
-pub(super) fn remember(st: &AppState, sid: &str, conversation: &[Message], reply: &str) {
+/// Records the finished turn as the session's conversation (with the client's tool calls the
+/// reply made, so the next turn can answer them with `tool` messages).
+pub(super) fn remember(
+    st: &AppState,
+    sid: &str,
+    conversation: &[Message],
+    reply: &str,
+    calls: &[ToolCall],
+) {
+    let mut message = Message::assistant(reply.to_string());
+    if !calls.is_empty() {
+        message.tool_calls = Some(
+            calls
+                .iter()
+                .map(|c| chat::ToolCall {
+                    id: None,
+                    kind: "function".into(),
+                    function: chat::FunctionCall {
+                        name: c.name.clone(),
+                        arguments: c.arguments.clone(),
+                    },
+                })
+                .collect(),
+        );
+    }
     let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(h) = sessions.get_mut(sid) {
         *h = conversation.to_vec();
-        h.push(Message::assistant(reply.to_string()));
+        h.push(message);
     }
+}
+
+/// The frame of the client's calls, when the reply made any.
+pub(super) fn calls_frame(calls: &[ToolCall]) -> Option<String> {
+    (!calls.is_empty()).then(|| {
+        json_frame(&UiFrame::ToolCalls {
+            tool_calls: calls
+                .iter()
+                .map(|c| UiToolCall {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        })
+    })
+}
+
+/// The frame of a request waiting for a slot.
+pub(super) fn queue_frame(position: usize, pending: usize) -> String {
+    json_frame(&UiFrame::Queue {
+        queue_position: position,
+        queue_pending: pending,
+    })
 }
 
 /// The terminal frame of a finished reply (`s`: its figures, all turns added up).
@@ -110,9 +158,13 @@ pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
 /// The chat-UI chat, from a parsed body.
 pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
     let m = st.lease(b.model.as_deref(), None).await?;
-    if b.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        return Err(ApiError::invalid("tools are not supported by this server yet").into());
-    }
+    let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
+        Some(t) => Some(ClientTools {
+            names: tools::check_tools(t)?,
+            defs: t.clone(),
+        }),
+        None => None,
+    };
     let sid = b
         .session_id
         .clone()
@@ -163,17 +215,21 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
             sid,
             conversation,
             for_model,
+            client: tools.unwrap_or_default(),
             sampling,
             max_tokens: b.max_tokens,
         };
         return Ok(super::tool_loop::respond(st, m, agent, r));
     }
-    let prompt = generate::chat_prompt(&m, &for_model, None, "")?;
-    let max_tokens = generate::max_tokens(&st, prompt.len(), b.max_tokens)?;
-    let rx = generate::start(&m, GenRequest::plain(prompt, sampling, max_tokens))?;
+    let think = Think::enabled(b.think);
+    let defs = tools.as_ref().map(|t| t.defs.as_slice());
+    let prompt = generate::chat_prompt(&m, &for_model, defs, "", &think)?;
+    let max_tokens = generate::max_tokens(&st, prompt.ids.len(), b.max_tokens)?;
+    let names = tools.map(|t| t.names);
+    let mut parts = ReplyParts::new(prompt.reasoning, names, think.enabled != Some(false));
+    let rx = generate::start(&m, GenRequest::plain(prompt.ids, sampling, max_tokens))?;
     let started = std::time::Instant::now();
     let mut reply = String::new();
-    let mut split = ThinkSplitter::default();
     let st2 = st.clone();
     // The closure owns the lease: the model stays loaded until the stream ends.
     let f = move |ev: Option<(usize, Event)>| -> (Vec<String>, bool) {
@@ -181,14 +237,20 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         let elapsed = round3(started.elapsed().as_secs_f64());
         match ev {
             None => (vec![], true),
+            Some((_, Event::Queued { position, pending })) => {
+                (vec![queue_frame(position, pending)], false)
+            }
             Some((_, Event::Started { .. })) => (vec![], false),
             Some((_, Event::Delta { text, .. })) => {
-                (text_frames(split.push(&text), &mut reply), false)
+                let (thinking, answer) = parts.push(&text);
+                (text_frames(thinking, answer, &mut reply), false)
             }
             Some((_, Event::Done(s))) => {
-                let mut out = text_frames(split.finish(), &mut reply);
+                let (thinking, answer, calls) = parts.finish();
+                let mut out = text_frames(thinking, answer, &mut reply);
+                out.extend(calls_frame(&calls));
                 if s.finish != Finish::Cancelled {
-                    remember(&st2, &sid, &conversation, &reply);
+                    remember(&st2, &sid, &conversation, &reply, &calls);
                 }
                 out.push(done_frame(&s, elapsed, &sid));
                 (out, true)

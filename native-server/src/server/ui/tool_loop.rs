@@ -8,13 +8,14 @@ use axum::response::Response;
 use weft_core::chat::Message;
 use weft_core::sampler::SamplerConfig;
 
-use super::chat::{done_frame, error_frame, remember, round3, text_frames};
+use super::chat::{calls_frame, done_frame, error_frame, remember, round3, text_frames};
 use super::types::UiFrame;
 use crate::registry::Lease;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Step};
 use crate::server::code::types::{ExecutedCall, SkillStepFrame, ToolProgressFrame};
-use crate::server::common::think::ThinkSplitter;
-use crate::server::generate::{self, GenRequest};
+use crate::server::common::reply::ReplyParts;
+use crate::server::common::tools::ToolCall;
+use crate::server::generate::{self, GenRequest, Reasoning};
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
@@ -25,6 +26,8 @@ pub struct LoopRequest {
     pub conversation: Vec<Message>,
     /// The conversation as the model sees it (with the skills note).
     pub for_model: Vec<Message>,
+    /// The client's own tools: their calls end the run and come back as a `tool_calls` frame.
+    pub client: ClientTools,
     pub sampling: SamplerConfig,
     pub max_tokens: Option<i64>,
 }
@@ -72,17 +75,6 @@ pub fn finished_frames(e: &ExecutedCall) -> Vec<String> {
     vec![json_frame(&progress), json_frame(&step)]
 }
 
-/// The text of a reply without its `<think>` reasoning (what the chat shows).
-fn visible(text: &str) -> String {
-    let mut split = ThinkSplitter::default();
-    let mut runs = split.push(text);
-    runs.extend(split.finish());
-    runs.into_iter()
-        .filter(|(thinking, _)| !thinking)
-        .map(|(_, t)| t)
-        .collect()
-}
-
 pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
     let st2 = st.clone();
     let (sampling, max_tokens) = (r.sampling, r.max_tokens);
@@ -90,11 +82,15 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
         let max_tokens = generate::max_tokens(&st2, prompt.len(), max_tokens)?;
         Ok(GenRequest::plain(prompt, sampling.clone(), max_tokens))
     };
-    // The UI declares no tools of its own: a call of a name the server does not know ends
-    // the loop like an answer (its text is dropped).
-    let rx = agent.spawn(m, r.for_model, ClientTools::default(), Box::new(make_req));
+    let reasoning = match m.template().is_some_and(|t| t.marks_reasoning()) {
+        true => Reasoning::Closed,
+        false => Reasoning::Absent,
+    };
+    // A call of a name neither the server nor the client declared ends the loop like an
+    // answer (its text is dropped).
+    let rx = agent.spawn(m, r.for_model, r.client, Box::new(make_req));
     let started = std::time::Instant::now();
-    let mut split = ThinkSplitter::default();
+    let mut parts = ReplyParts::new(reasoning, None, true);
     let mut shown = String::new();
     let (sid, conversation) = (r.sid, r.conversation);
     let f = move |step: Option<Step>| -> (Vec<String>, bool) {
@@ -102,7 +98,8 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
         match step {
             None => (vec![], true),
             Some(Step::Activity(Activity::Text(t))) => {
-                (text_frames(split.push(&t), &mut shown), false)
+                let (thinking, answer) = parts.push(&t);
+                (text_frames(thinking, answer, &mut shown), false)
             }
             Some(Step::Activity(Activity::Writing { tool, text })) => {
                 (vec![writing_frame(tool.as_deref(), &text)], false)
@@ -112,12 +109,27 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
             }
             Some(Step::Activity(Activity::Finished(e))) => (finished_frames(&e), false),
             Some(Step::End(Ok(o))) => {
-                let mut out = text_frames(split.finish(), &mut shown);
+                let (thinking, answer, _) = parts.finish();
+                let mut out = text_frames(thinking, answer, &mut shown);
+                let calls: Vec<ToolCall> = match &o.end {
+                    End::Final(_) => vec![],
+                    End::ClientCalls(reply) => reply
+                        .calls
+                        .iter()
+                        .map(|c| ToolCall {
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                        })
+                        .collect(),
+                };
+                out.extend(calls_frame(&calls));
                 let (End::Final(reply) | End::ClientCalls(reply)) = &o.end;
                 // The session remembers the answer, not the rounds: the client sends the
                 // conversation back without them, and the workspace keeps the files.
-                let answer = visible(&reply.content);
-                remember(&st, &sid, &conversation, &answer);
+                let answer = ReplyParts::new(reasoning, None, false)
+                    .whole(&reply.content)
+                    .1;
+                remember(&st, &sid, &conversation, &answer, &calls);
                 out.push(done_frame(&o.total(), elapsed, &sid));
                 (out, true)
             }

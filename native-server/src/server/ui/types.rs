@@ -20,7 +20,7 @@ pub struct UiChatRequest {
     pub session_id: Option<String>,
     #[serde(default)]
     pub new_chat: bool,
-    #[allow(dead_code)]
+    /// Reasoning on or off, for models whose template can switch it (`enable_thinking`).
     pub think: Option<bool>,
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
@@ -46,11 +46,28 @@ pub enum UiFrame {
     Thinking {
         thinking: String,
     },
+    /// The request waits for a slot (sent again when its place changes).
+    Queue {
+        queue_position: usize,
+        queue_pending: usize,
+    },
+    /// The model called the client's own tools (`tools` in the request).
+    ToolCalls {
+        tool_calls: Vec<UiToolCall>,
+    },
     /// A built-in call is running / finished.
     ToolProgress(ToolProgressFrame),
     /// A built-in call's result, with the files it wrote.
     SkillStep(SkillStepFrame),
     Done(Box<DoneFrame>),
+}
+
+/// A call of one of the client's tools, as the chat-UI document shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UiToolCall {
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
 }
 
 /// The terminal frame.

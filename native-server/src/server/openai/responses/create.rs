@@ -176,14 +176,17 @@ pub async fn create(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<CreateRe
     let defs = function_tools(b.tools.as_deref().unwrap_or_default())?;
     let m = st.lease_named(b.model.as_deref(), None).await?;
     let offered = tool_choice::offer(b.tool_choice.as_ref(), defs, &m)?;
-    let (prompt, json) = generate::tool_chat_prompt(&m, &messages, offered.as_ref(), format)?;
+    // No reasoning output items yet: reasoning is switched off where the template can.
+    let think = generate::Think::enabled(Some(false));
+    let (prompt, json) =
+        generate::tool_chat_prompt(&m, &messages, offered.as_ref(), format, &think)?;
     let common = Common {
         temperature: b.temperature,
         top_p: b.top_p,
         max_tokens: b.max_output_tokens,
         ..Default::default()
     };
-    let mut req = common.to_request(&st, &m, prompt, None)?;
+    let mut req = common.to_request(&st, &m, prompt.ids, None)?;
     req.json = json;
     let draft = draft(&b, &m.name, req.sampling.temperature, req.sampling.top_p);
     let names = offered.map(|o| o.names);

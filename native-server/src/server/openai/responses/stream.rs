@@ -247,7 +247,7 @@ pub fn respond(
                 events.failed(ApiError::unavailable("the scheduler stopped")),
                 true,
             ),
-            Some((_, Gen::Started { .. })) => (vec![], false),
+            Some((_, Gen::Started { .. } | Gen::Queued { .. })) => (vec![], false),
             Some((_, Gen::Delta { text, .. })) => (events.delta(&text), false),
             Some((_, Gen::Done(s))) => {
                 let (out, response) = events.done(&s);
