@@ -144,6 +144,7 @@ async function newChat() {
   renderSessions();
   renderAttachments();
   renderMessages();
+  closeSidebar();
   $("input").focus();
 }
 
@@ -643,6 +644,10 @@ function wire_events() {
     applyTheme(document.documentElement.dataset.theme === "dark" ? "light" : "dark");
     save();
     renderMessages();
+  });
+  // On a phone the chat list is a drawer over the conversation: a tap beside it closes it.
+  $("main").addEventListener("click", (e) => {
+    if ($("app").classList.contains("show-sidebar") && !e.target.closest("#toggle-sidebar")) closeSidebar();
   });
   $("toggle-sidebar").addEventListener("click", () => {
     const open = $("app").classList.toggle("show-sidebar");
