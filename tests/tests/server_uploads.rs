@@ -60,7 +60,8 @@ fn upload(server: &Server, sid: &str, files: &[(&str, &[u8])]) -> Response {
     post_form(server, "/api/upload", &multipart(&parts))
 }
 
-/// A PDF with one page per entry, each page's text drawn in Helvetica; an empty entry is a page
+/// A PDF with one page per entry, each page's text drawn in Helvetica (`|` starts a new line);
+/// an empty entry is a page
 /// that only draws a line (no text layer). Written by hand with a correct cross-reference table.
 fn pdf(pages: &[&str]) -> Vec<u8> {
     let n = pages.len();
@@ -80,7 +81,9 @@ fn pdf(pages: &[&str]) -> Vec<u8> {
         let content = if text.is_empty() {
             "0 0 m 200 200 l S".to_string()
         } else {
-            format!("BT /F1 14 Tf 72 720 Td ({text}) Tj ET")
+            // Lines after the first (split at '|') are moved down with `Td`.
+            let lines: Vec<String> = text.split('|').map(|l| format!("({l}) Tj")).collect();
+            format!("BT /F1 14 Tf 72 720 Td {} ET", lines.join(" 0 -20 Td "))
         };
         objects.push(format!(
             "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents {} 0 R >>",
@@ -188,7 +191,10 @@ fn uploads_text_pdf_limits_ownership_and_chat() {
     assert_eq!(t["files"].as_array().unwrap().len(), 1);
 
     // A two-page PDF with a text layer (session given as a query parameter this time).
-    let two = pdf(&["Quarterly report: revenue grew", "Second page says goodbye"]);
+    let two = pdf(&[
+        "Quarterly report: revenue grew|by ten percent",
+        "Second page says goodbye",
+    ]);
     let r = post_form(
         &server,
         &format!("/api/upload?sessionId={a}"),
@@ -204,7 +210,10 @@ fn uploads_text_pdf_limits_ownership_and_chat() {
     let text = p["textContent"].as_str().unwrap();
     let (one, rest) = text.split_once("[Page 2]").expect("a [Page 2] marker");
     assert!(one.starts_with("[Page 1]"), "{text}");
-    assert!(one.contains("Quarterly report: revenue grew"), "{text}");
+    assert!(
+        one.contains("Quarterly report: revenue grew\nby ten percent"),
+        "{text}"
+    );
     assert!(rest.contains("Second page says goodbye"), "{text}");
     let pdf_name = p["file"].as_str().unwrap().to_string();
 

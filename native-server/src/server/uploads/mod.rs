@@ -3,7 +3,7 @@
 //!
 //! - `sniff.rs`: what a file is, from its bytes (text, PDF, PNG/JPEG/GIF/WebP; executables and
 //!   archives refused);
-//! - `pdf_guard.rs` + `pdf.rs`: a PDF's text layer, bounded in time and memory;
+//! - `pdf_guard.rs`, `pdf.rs`, `pdf_text.rs`: a PDF's text layer, bounded in time and memory;
 //! - `store.rs`: the per-session folders under `--uploads-dir`, random names;
 //! - `upload.rs`, `download.rs`: the two routes; `types.rs`: their wire shapes.
 //!
@@ -12,6 +12,7 @@
 mod download;
 pub mod pdf;
 mod pdf_guard;
+mod pdf_text;
 pub mod sniff;
 pub mod store;
 pub mod types;

@@ -1,4 +1,5 @@
-//! A PDF's text layer, page by page (`[Page N]` markers kept), with `lopdf`.
+//! A PDF's text layer, page by page (`[Page N]` markers kept), with `lopdf` (`pdf_text.rs`
+//! reads each page).
 //!
 //! Parsing untrusted PDFs is bounded three ways: the raw bytes pass [`pdf_guard`](super::pdf_guard)
 //! first (nesting, declared lengths, inflated size); the parser runs on its own thread with a
@@ -119,10 +120,11 @@ fn read(bytes: &[u8], lim: &PdfLimits) -> Result<PdfText, Refusal> {
     };
     let mut pieces = Vec::new();
     let mut size = 0usize;
-    for &no in pages.keys().take(lim.max_pages) {
+    let max_content = usize::try_from(lim.max_inflated).unwrap_or(usize::MAX);
+    for (&no, &id) in pages.iter().take(lim.max_pages) {
         // A page whose content cannot be decoded counts as a page without text rather than
         // failing the whole document.
-        let t = doc.extract_text(&[no]).unwrap_or_default();
+        let t = super::pdf_text::page_text(&doc, id, max_content).unwrap_or_default();
         let t = t.trim();
         if !t.is_empty() {
             out.text_pages += 1;
