@@ -199,16 +199,19 @@ try {
 
   // 9. Light/dark and phone width (settings folded away first).
   if (await page.locator("#settings").isVisible()) await page.click("#toggle-settings");
-  await page.click("#toggle-theme");
-  const theme = await page.evaluate(() => document.documentElement.dataset.theme);
-  await shot(`chat-desktop-${theme}`);
   await page.setViewportSize({ width: 390, height: 844 });
-  await shot(`chat-phone-${theme}`);
+  await shot("chat-phone-light");
+  await page.click("#toggle-theme");
+  assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");
+  await shot("chat-phone-dark");
   await page.click("#toggle-sidebar");
   await page.waitForFunction(() => document.getElementById("app").classList.contains("show-sidebar"));
-  await shot(`chat-phone-${theme}-sessions`);
+  await shot("chat-phone-dark-sessions");
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   assert.equal(overflow, false, "nothing wider than the phone screen");
+
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await shot("chat-desktop-dark");
 
   // 10. Delete the other chat.
   await page.locator("#sessions li:not(.current) button[aria-label^='Delete chat']").click();

@@ -455,6 +455,8 @@ function wire(m) {
 function setBusy(busy) {
   $("send").hidden = busy;
   $("stop").hidden = !busy;
+  // Screen readers announce the answer once it is complete, not every streamed token.
+  $("messages").setAttribute("aria-busy", String(busy));
 }
 
 function describeTool(f) {

@@ -27,6 +27,7 @@ pub fn page_text(doc: &Document, page: ObjectId, max_content: usize) -> lopdf::R
     let content = Content::decode(&doc.get_page_content_with_limit(page, max_content)?)?;
     let mut out = Text::default();
     let mut enc: Option<&Encoding> = None;
+    let mut last_tm_y: Option<f32> = None;
     for op in &content.operations {
         let args = &op.operands;
         match op.operator.as_str() {
@@ -68,7 +69,16 @@ pub fn page_text(doc: &Document, page: ObjectId, max_content: usize) -> lopdf::R
                     out.space();
                 }
             }
-            "T*" | "Tm" | "ET" => out.newline(),
+            // Some writers place every run with `Tm`: only a new baseline is a new line.
+            "Tm" => {
+                let y = args.get(5).and_then(|y| y.as_float().ok());
+                match (y, last_tm_y) {
+                    (Some(y), Some(prev)) if (y - prev).abs() <= 0.01 => out.space(),
+                    _ => out.newline(),
+                }
+                last_tm_y = y;
+            }
+            "T*" | "ET" => out.newline(),
             _ => {}
         }
     }
