@@ -44,7 +44,7 @@ enum Command {
     /// Measure prompt-processing and generation speed (like llama-bench).
     Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// List the models in the store.
     #[command(alias = "ls")]
     List(models::ListArgs),
@@ -75,7 +75,7 @@ pub fn main() -> ExitCode {
         Command::Devices(a) => devices::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Bench(a) => bench::run(a),
         Command::List(a) => models::list(a),
         Command::Pull(a) => transfer::pull(a),

@@ -112,6 +112,15 @@ pub struct ServeArgs {
     /// installed ones in $WEFT_HOME/skills (repeatable).
     #[arg(long = "skills-dir", value_name = "DIR")]
     skills_dirs: Vec<PathBuf>,
+    /// Where chat-UI uploads are stored (default: $WEFT_HOME/uploads).
+    #[arg(long)]
+    uploads_dir: Option<PathBuf>,
+    /// Largest uploaded file, e.g. 20MiB.
+    #[arg(long, default_value = "20MiB")]
+    upload_max_file: String,
+    /// Largest total of the files in one upload request, e.g. 50MiB.
+    #[arg(long, default_value = "50MiB")]
+    upload_max_request: String,
     /// Which log events to write: a level (error, warn, info, debug, trace) or an env-filter
     /// directive; RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
@@ -188,6 +197,22 @@ pub fn run(a: ServeArgs) -> Result<()> {
             keep_alive,
         },
     );
+    let home = crate::store::weft_home()
+        .context("no home folder for skills, artifacts and uploads: set WEFT_HOME or HOME")?;
+    let mut uploads = server::uploads::UploadConfig::new(
+        a.uploads_dir
+            .clone()
+            .unwrap_or_else(|| home.join("uploads")),
+    );
+    let size = |flag: &str, v: &str| -> Result<usize> {
+        let n = parse_size(v).map_err(|e| anyhow::anyhow!("{flag} {v:?}: {e}"))?;
+        if n == 0 {
+            bail!("{flag} must be more than 0");
+        }
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    };
+    uploads.max_file = size("--upload-max-file", &a.upload_max_file)?;
+    uploads.max_request = size("--upload-max-request", &a.upload_max_request)?;
     let cfg = ServeConfig {
         backend: a.backend.backend.clone(),
         n_ctx: a.ctx,
@@ -207,6 +232,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
             seed: a.seed,
         },
         precedence: a.sampling_precedence,
+        uploads,
     };
     let jobs = match &store_dir {
         Some(d) => {
@@ -222,8 +248,6 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         None => None,
     };
-    let home = crate::store::weft_home()
-        .context("no home folder for skills and artifacts: set WEFT_HOME or HOME")?;
     for d in &a.skills_dirs {
         if !d.is_dir() {
             bail!("--skills-dir {}: not a folder", d.display());

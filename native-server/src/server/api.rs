@@ -24,6 +24,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .merge(super::admin::ui_routes())
         .merge(super::skills::ui_routes())
         .merge(super::code::routes())
+        .merge(super::uploads::api_routes())
         .nest("/v1", super::admin::routes())
 }
 
@@ -46,6 +47,7 @@ async fn chat(
     ApiJson(v): ApiJson<Value>,
 ) -> Result<axum::response::Response, PlainError> {
     if is_ui_body(&v) {
+        let v = super::ui::attachments::apply(&st, v).await?;
         super::ui::chat::chat(st, from_value(v)?).await
     } else {
         super::ollama::chat::chat(st, from_value(v)?).await

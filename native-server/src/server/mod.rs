@@ -33,6 +33,7 @@ mod skills;
 mod state;
 mod stream;
 mod ui;
+pub mod uploads;
 mod web;
 
 use std::sync::Arc;
@@ -55,6 +56,7 @@ pub fn router(state: Shared) -> Router {
         .nest("/v1", openai::routes())
         .nest("/api", api::routes())
         .merge(ops::routes())
+        .merge(uploads::root_routes())
         .split_for_parts();
     let doc = Arc::new(doc);
     let app = routes

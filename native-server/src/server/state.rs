@@ -25,6 +25,8 @@ pub struct ServeConfig {
     pub body_limit: usize,
     pub sampling: SamplingFields,
     pub precedence: Precedence,
+    /// Where uploads go and how large they may be.
+    pub uploads: super::uploads::UploadConfig,
 }
 
 /// Shared server state.
@@ -42,6 +44,8 @@ pub struct AppState {
     pub code: super::code::CodeTools,
     /// Responses stored for `/v1/responses/{id}` and `previous_response_id`.
     pub responses: Arc<dyn ResponseStore>,
+    /// Files uploaded for the chat UI.
+    pub uploads: super::uploads::Uploads,
 }
 
 /// The handle handlers get.
@@ -54,6 +58,7 @@ impl AppState {
         jobs: Option<Arc<super::jobs::ModelJobs>>,
         code: super::code::CodeTools,
     ) -> Self {
+        let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         AppState {
             cfg,
             registry,
@@ -63,6 +68,7 @@ impl AppState {
             started: Instant::now(),
             sessions: Mutex::new(HashMap::new()),
             responses: Arc::new(MemoryStore::default()),
+            uploads,
         }
     }
 

@@ -30,8 +30,9 @@ type Res = Result<axum::response::Response, PlainError>;
     responses((status = 200, description = "SSE frames: token, thinking, then done",
                content((UiFrame = "text/event-stream"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
-pub async fn ui_chat(State(st): State<Shared>, ApiJson(b): ApiJson<UiChatRequest>) -> Res {
-    chat(st, b).await
+pub async fn ui_chat(State(st): State<Shared>, ApiJson(v): ApiJson<serde_json::Value>) -> Res {
+    let v = super::attachments::apply(&st, v).await?;
+    chat(st, crate::server::extract::from_value(v)?).await
 }
 
 fn same(a: &Message, b: &Message) -> bool {

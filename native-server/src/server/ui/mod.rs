@@ -2,7 +2,9 @@
 //! frames and a terminal `done` frame, the model list and queue status. `/api/chat` is shared
 //! with Ollama and routed in `server/api.rs`.
 
+pub mod attachments;
 pub mod chat;
+mod history;
 mod sessions;
 mod status;
 mod tool_loop;
@@ -10,6 +12,8 @@ pub mod types;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+pub use sessions::DEFAULT_SESSION;
 
 use super::state::Shared;
 
@@ -19,6 +23,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(chat::ui_chat))
         .routes(routes!(sessions::create))
         .routes(routes!(sessions::delete))
+        .routes(routes!(history::history))
         .routes(routes!(status::models))
         .routes(routes!(status::queue))
 }

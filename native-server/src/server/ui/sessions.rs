@@ -39,6 +39,7 @@ pub async fn delete(
     {
         Some(_) => {
             st.code.drop_session(&id);
+            st.uploads.drop_session(&id);
             Ok(Json(SessionDeleted {
                 ok: true,
                 session_id: id,

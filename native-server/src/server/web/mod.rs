@@ -1,6 +1,8 @@
 //! The in-browser page and the model download route, so `weft serve --model X` plus a browser
 //! is all a user needs:
 //!
+//! - `GET /` is the chat page (server-side inference over the chat-UI protocol), embedded in
+//!   the binary: `chat.rs`.
 //! - `GET /play/...` serves the static page (`web/`, with the built package in `web/pkg/`,
 //!   from `scripts/build-web.sh`). The directory is `$WEFT_WEB_DIR` when set, else `./web`
 //!   when it holds `index.html`, else the `web/` of the source tree the binary was built from.
@@ -23,9 +25,12 @@ use serde::Serialize;
 
 use super::state::Shared;
 
+mod chat;
+
 /// Page and download routes.
 pub fn routes() -> Router<Shared> {
     Router::new()
+        .merge(chat::routes())
         .route("/play", get(|| async { Redirect::permanent("/play/") }))
         .route("/play/", get(|| page(String::new())))
         .route("/play/{*path}", get(|UrlPath(p): UrlPath<String>| page(p)))

@@ -1,0 +1,175 @@
+//! Uploaded files in a chat-UI `/api/chat` request.
+//!
+//! **The server inlines.** A message's `textFilePaths` (stored names from `POST /api/upload`,
+//! or a top-level `textFilePaths`, which belongs to the last user message) are replaced by the
+//! files' text, each as `[File: NAME]\n...\n[End of file]`, before the user's own words. The
+//! text is read from the session's uploads, never taken from the client, so the bundled page
+//! sends only the names. A client that already inlined a file (the peer protocol's UI does:
+//! its message contains `[File: NAME]` for that file) is left as it is, so such clients work
+//! unchanged.
+//!
+//! No served model has vision or audio: `imagePaths`, `audioPaths` or `isVideo` are refused
+//! with 400 saying the model is text-only.
+//!
+//! This works on the raw JSON body, before it is parsed into the request type, so the chat
+//! handler itself does not change.
+
+use serde_json::Value;
+
+use super::sessions::DEFAULT_SESSION;
+use crate::server::error::ApiError;
+use crate::server::state::Shared;
+use crate::server::uploads::store::Store;
+
+/// The header and footer around an inlined file.
+pub fn file_block(name: &str, text: &str) -> String {
+    format!("[File: {name}]\n{}\n[End of file]", text.trim_end())
+}
+
+fn non_empty(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Bool(b)) => *b,
+        _ => false,
+    }
+}
+
+/// The request body with its files inlined (unchanged when it names none).
+pub async fn apply(st: &Shared, mut v: Value) -> Result<Value, ApiError> {
+    let model = v
+        .get("model")
+        .or_else(|| v.get("modelName"))
+        .and_then(Value::as_str)
+        .map(|m| format!("model {m:?}"))
+        .unwrap_or_else(|| "the default model".into());
+    let media = |o: &Value| {
+        ["imagePaths", "audioPaths", "isVideo"]
+            .iter()
+            .any(|k| non_empty(o.get(*k)))
+    };
+    let messages_media = v
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|ms| ms.iter().any(media));
+    if media(&v) || messages_media {
+        return Err(ApiError::invalid(format!(
+            "{model} is text-only (no model on this server has vision or audio): it cannot \
+             read images, video or audio. Send text, or a PDF with a text layer."
+        )));
+    }
+    let top = v
+        .as_object_mut()
+        .and_then(|o| o.remove("textFilePaths"))
+        .filter(|p| non_empty(Some(p)));
+    let has_paths = top.is_some()
+        || v.get("messages")
+            .and_then(Value::as_array)
+            .is_some_and(|ms| ms.iter().any(|m| non_empty(m.get("textFilePaths"))));
+    if !has_paths {
+        return Ok(v);
+    }
+    let sid = v
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .unwrap_or(DEFAULT_SESSION)
+        .to_string();
+    let store = st.uploads.store.clone();
+    tokio::task::spawn_blocking(move || inline_all(&store, &sid, v, top))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+}
+
+fn inline_all(
+    store: &Store,
+    sid: &str,
+    mut v: Value,
+    top: Option<Value>,
+) -> Result<Value, ApiError> {
+    let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) else {
+        return Err(ApiError::invalid(
+            "textFilePaths needs a user message to attach the files to",
+        ));
+    };
+    if let Some(top) = top {
+        let last_user = messages
+            .iter_mut()
+            .rev()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .ok_or_else(|| {
+                ApiError::invalid("textFilePaths needs a user message to attach the files to")
+            })?;
+        let mut paths = names(last_user.get("textFilePaths"))?;
+        paths.extend(names(Some(&top))?);
+        last_user["textFilePaths"] = Value::from(paths);
+    }
+    for m in messages.iter_mut() {
+        let paths = names(m.get("textFilePaths"))?;
+        if paths.is_empty() {
+            continue;
+        }
+        let current = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        let mut blocks = Vec::new();
+        for name in &paths {
+            let (meta, text) = store.text(sid, name).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "textFilePaths: no upload {name:?} in this session (upload it with POST \
+                     /api/upload and the same sessionId)"
+                ))
+            })?;
+            if current.contains(&format!("[File: {}]", meta.file_name)) {
+                continue;
+            }
+            let text = text.ok_or_else(|| {
+                ApiError::invalid(if meta.kind == "image" {
+                    format!(
+                        "{:?} is an image, and the models here are text-only; pass text \
+                         files in textFilePaths",
+                        meta.file_name
+                    )
+                } else {
+                    format!(
+                        "{:?} has no text layer; only a vision model could read it, and none is \
+                         served",
+                        meta.file_name
+                    )
+                })
+            })?;
+            blocks.push(file_block(&meta.file_name, &text));
+        }
+        if blocks.is_empty() {
+            continue;
+        }
+        let files = blocks.join("\n\n");
+        match m.get_mut("content") {
+            Some(Value::Array(parts)) => {
+                parts.insert(0, serde_json::json!({"type": "text", "text": files}));
+            }
+            _ if current.is_empty() => m["content"] = Value::from(files),
+            _ => m["content"] = Value::from(format!("{files}\n\n{current}")),
+        }
+    }
+    Ok(v)
+}
+
+/// The stored names of a `textFilePaths` value (a list of names, or one name).
+fn names(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::invalid("textFilePaths must be a list of upload names (strings)");
+    match v {
+        None | Some(Value::Null) => Ok(vec![]),
+        Some(Value::String(s)) => Ok(vec![s.clone()]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
+            .collect(),
+        Some(_) => Err(bad()),
+    }
+}

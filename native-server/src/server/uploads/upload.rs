@@ -1,0 +1,269 @@
+//! `POST /api/upload`: multipart form data with one or more `file` fields and an optional
+//! `sessionId` field (or query parameter). Every file is read, checked and (for PDFs) parsed
+//! before any is stored, so a request either stores all its files or none.
+
+use axum::body::Bytes;
+use axum::extract::multipart::{MultipartError, MultipartRejection};
+use axum::extract::{Multipart, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+
+use super::sniff::{display_name, sniff, Kind};
+use super::store::{new_name, Meta};
+use super::types::{SessionQuery, UploadReply, UploadedFile};
+use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::state::Shared;
+use crate::server::ui::DEFAULT_SESSION;
+
+/// A file as received.
+struct Received {
+    name: String,
+    bytes: Bytes,
+}
+
+/// A file ready to store.
+struct Prepared {
+    stored: String,
+    bytes: Bytes,
+    /// The extracted text of a PDF (stored beside it).
+    pdf_text: Option<String>,
+    meta: Meta,
+    reply: UploadedFile,
+}
+
+fn mib(n: usize) -> String {
+    format!("{:.0} MiB", n as f64 / (1u64 << 20) as f64)
+}
+
+fn form_error(e: MultipartError) -> ApiError {
+    let msg = format!("reading the form: {}", e.body_text());
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::too_large(msg)
+    } else {
+        ApiError::invalid(msg)
+    }
+}
+
+#[utoipa::path(post, path = "/upload", tag = "chat-ui", params(SessionQuery),
+    request_body(content = super::types::UploadForm, content_type = "multipart/form-data"),
+    responses((status = 200, body = UploadReply),
+              (status = 400, body = PlainErrorBody, description = "No file, or a bad form"),
+              (status = 404, body = PlainErrorBody, description = "Unknown session"),
+              (status = 413, body = PlainErrorBody,
+               description = "Over --upload-max-file or --upload-max-request"),
+              (status = 415, body = PlainErrorBody,
+               description = "Not text, PDF or an image (executables and archives)"),
+              (status = 422, body = PlainErrorBody,
+               description = "A corrupt, hostile or too complex PDF")))]
+pub async fn upload(
+    State(st): State<Shared>,
+    Query(q): Query<SessionQuery>,
+    form: Result<Multipart, MultipartRejection>,
+) -> Result<Json<UploadReply>, PlainError> {
+    let mut form = form.map_err(|e| {
+        ApiError::invalid(format!(
+            "send files as multipart/form-data with one or more `file` fields: {}",
+            e.body_text()
+        ))
+    })?;
+    let cfg = &st.uploads.cfg;
+    let mut session = q.session_id;
+    let mut files = Vec::new();
+    let mut total = 0usize;
+    while let Some(mut field) = form.next_field().await.map_err(form_error)? {
+        match field.name() {
+            Some("file") => {
+                let name = display_name(field.file_name());
+                let mut buf = Vec::new();
+                while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+                    total += chunk.len();
+                    if total > cfg.max_request {
+                        return Err(ApiError::too_large(format!(
+                            "the files of one upload may total at most {} \
+                             (--upload-max-request); send fewer or smaller files",
+                            mib(cfg.max_request)
+                        ))
+                        .into());
+                    }
+                    if buf.len() + chunk.len() > cfg.max_file {
+                        return Err(ApiError::too_large(format!(
+                            "{name:?} is larger than the {} a file may have \
+                             (--upload-max-file)",
+                            mib(cfg.max_file)
+                        ))
+                        .into());
+                    }
+                    buf.extend_from_slice(&chunk);
+                }
+                files.push(Received {
+                    name,
+                    bytes: buf.into(),
+                });
+            }
+            Some("sessionId") => {
+                let v = field.text().await.map_err(form_error)?;
+                let v = v.trim();
+                if v.len() > 256 {
+                    return Err(ApiError::invalid("sessionId is too long").into());
+                }
+                if !v.is_empty() {
+                    session = Some(v.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    if files.is_empty() {
+        return Err(ApiError::invalid(
+            "the form has no `file` field: send files as multipart/form-data fields named file",
+        )
+        .into());
+    }
+    let sid = session.unwrap_or_else(|| DEFAULT_SESSION.into());
+    let known = sid == DEFAULT_SESSION
+        || st
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&sid);
+    if !known {
+        return Err(ApiError::not_found(format!(
+            "unknown session {sid:?}; create one with POST /api/sessions"
+        ))
+        .into());
+    }
+    let mut prepared = Vec::new();
+    for f in files {
+        prepared.push(prepare(&st, &sid, f).await?);
+    }
+    let store = st.uploads.store.clone();
+    let to_write: Vec<_> = prepared
+        .iter()
+        .map(|p| {
+            (
+                p.stored.clone(),
+                p.bytes.clone(),
+                p.pdf_text.clone(),
+                p.meta.clone(),
+            )
+        })
+        .collect();
+    let sid2 = sid.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        for (name, bytes, text, meta) in &to_write {
+            store.save(&sid2, name, bytes, text.as_deref(), meta)?;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    written.map_err(|e| ApiError::internal(format!("storing the upload: {e}")))?;
+    let files: Vec<UploadedFile> = prepared.into_iter().map(|p| p.reply).collect();
+    for f in &files {
+        tracing::info!(file = %f.file, kind = f.kind, size = f.size, "upload stored");
+    }
+    Ok(Json(UploadReply {
+        first: files[0].clone(),
+        files,
+    }))
+}
+
+/// Sniffs, reads the text of, and names one file.
+async fn prepare(st: &Shared, sid: &str, f: Received) -> Result<Prepared, ApiError> {
+    let kind = sniff(&f.name, &f.bytes)?;
+    let stored = new_name(kind.extension(&f.name))
+        .map_err(|e| ApiError::internal(format!("making a file name: {e}")))?;
+    let url = format!("/uploads/{stored}?sessionId={}", query_encode(sid));
+    let mut reply = UploadedFile {
+        ok: true,
+        file: stored.clone(),
+        url,
+        media_type: kind.name(),
+        kind: kind.name(),
+        content_type: kind.media_type(),
+        file_name: f.name.clone(),
+        size: f.bytes.len() as u64,
+        text_content: None,
+        text_length: None,
+        page_count: None,
+        extracted_page_count: None,
+        rendered_as_images: None,
+        needs_vision: false,
+        warning: None,
+        truncated: false,
+    };
+    let mut meta = Meta {
+        file_name: f.name.clone(),
+        kind: kind.name().into(),
+        media_type: kind.media_type().into(),
+        size: f.bytes.len() as u64,
+        page_count: None,
+        text_pages: None,
+        truncated: false,
+    };
+    let mut pdf_text = None;
+    match kind {
+        Kind::Text => {
+            let t = std::str::from_utf8(&f.bytes).unwrap_or_default();
+            let t = t.strip_prefix('\u{feff}').unwrap_or(t).to_string();
+            reply.text_length = Some(t.chars().count());
+            reply.text_content = Some(t);
+        }
+        Kind::Pdf => {
+            let p = super::pdf::extract(&f.name, f.bytes.clone(), &st.uploads.cfg.pdf).await?;
+            reply.page_count = Some(p.page_count);
+            reply.extracted_page_count = Some(p.text_pages);
+            reply.rendered_as_images = Some(false);
+            reply.truncated = p.truncated;
+            meta.page_count = Some(p.page_count);
+            meta.text_pages = Some(p.text_pages);
+            meta.truncated = p.truncated;
+            if p.text_pages == 0 {
+                reply.needs_vision = true;
+                reply.warning = Some(format!(
+                    "{:?} has no text layer (a scan or pictures of text): only a vision model \
+                     could read it, and no model on this server has vision. Upload a PDF with \
+                     selectable text, or paste its text.",
+                    f.name
+                ));
+                reply.text_length = Some(0);
+            } else {
+                if p.truncated {
+                    reply.warning = Some(
+                        "the PDF is longer than the server reads: its text stops early".into(),
+                    );
+                }
+                reply.text_length = Some(p.text.chars().count());
+                reply.text_content = Some(p.text.clone());
+                pdf_text = Some(p.text);
+            }
+        }
+        Kind::Image(_) => {
+            reply.warning = Some(
+                "images are stored, but no model on this server has vision: the chat cannot \
+                 use them"
+                    .into(),
+            );
+        }
+    }
+    Ok(Prepared {
+        stored,
+        bytes: f.bytes,
+        pdf_text,
+        meta,
+        reply,
+    })
+}
+
+/// Percent-encodes a query value (session ids are usually plain, but any id must round-trip).
+fn query_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

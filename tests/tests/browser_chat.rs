@@ -1,0 +1,87 @@
+//! The chat page at `/` end to end: `tests/browser/chat.mjs` drives Debian's headless Chromium
+//! (playwright-core) against the real `weft serve` serving Qwen2.5-Coder 0.5B and SmolLM2:
+//! streaming, stop, regenerate, edit and resend, a text file and a PDF whose content the
+//! answers use, switching models, sessions kept across a reload, and no console errors.
+//! Screenshots (desktop 1280x800 and phone 390x844) go to `<target>/chat-ui-screenshots/`.
+//!
+//! Needs `node`, `chromium` and `npm ci` in tests/browser; skips loudly when one is missing,
+//! fails under CI.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use weft_core::test_support::model_path;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn missing() -> Option<String> {
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node_ok {
+        return Some("node".into());
+    }
+    for (what, p) in [
+        (
+            "chromium (apt-get install chromium)",
+            PathBuf::from("/usr/bin/chromium"),
+        ),
+        (
+            "playwright-core (npm ci in tests/browser)",
+            root().join("tests/browser/node_modules/playwright-core"),
+        ),
+    ] {
+        if !p.exists() {
+            return Some(format!("{what}: {}", p.display()));
+        }
+    }
+    None
+}
+
+#[test]
+fn chat_page_end_to_end() {
+    let (Some(qwen), Some(smol)) = (model_path("qwen2"), model_path("smollm2")) else {
+        return;
+    };
+    if let Some(m) = missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("chat page test prerequisite missing under CI: {m}");
+        }
+        eprintln!("\n*** SKIPPING the chat page browser test: missing {m} ***\n");
+        return;
+    }
+    let bin = weft_tests::weft_binary();
+    // <target>/debug/weft -> <target>/chat-ui-screenshots
+    let shots = bin
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target dir")
+        .join("chat-ui-screenshots");
+    let out = Command::new("node")
+        .arg(root().join("tests/browser/chat.mjs"))
+        .current_dir(root().join("tests/browser"))
+        .env("WEFT_BIN", &bin)
+        .env("WEFT_MODEL", &qwen)
+        .env("WEFT_MODEL2", &smol)
+        .env("WEFT_ARTIFACTS", &shots)
+        .output()
+        .expect("running node tests/browser/chat.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    assert!(out.status.success(), "the chat page test failed: {stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .expect("chat.mjs prints a JSON summary");
+    assert_eq!(summary["ok"], true);
+    let list = summary["screenshots"].as_array().expect("screenshots");
+    assert!(list.len() >= 3);
+    for s in list {
+        let p = PathBuf::from(s.as_str().unwrap());
+        assert!(p.is_file(), "{} missing", p.display());
+        println!("screenshot: {}", p.display());
+    }
+}
