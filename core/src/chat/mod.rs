@@ -30,7 +30,7 @@ pub use builtin::{builtin, detect as detect_builtin, BUILTINS};
 pub use clock::strftime;
 pub use message::{Content, ContentPart, FunctionCall, Message, ToolCall};
 pub use pyfmt::{dumps as python_json_dumps, float_repr as python_float_repr, JsonOptions};
-pub use reasoning::{opens_reasoning, split_reasoning, ReasoningSplitter, THINK_CLOSE, THINK_OPEN};
+pub use reasoning::{opens_reasoning, ReasoningSplitter, THINK_CLOSE, THINK_OPEN};
 pub use template::{ChatTemplate, TemplateOrigin};
 
 /// Why a chat could not be rendered.

@@ -104,24 +104,6 @@ impl ReasoningSplitter {
     }
 }
 
-/// A whole reply split into `(reasoning, answer)`. The answer loses the blank lines templates
-/// put after `</think>`; the reasoning is trimmed.
-pub fn split_reasoning(text: &str, inside: bool) -> (String, String) {
-    let mut s = ReasoningSplitter::new(inside);
-    let (mut reasoning, mut answer) = (String::new(), String::new());
-    for (thinking, t) in s.push(text).into_iter().chain(s.finish()) {
-        if thinking {
-            reasoning.push_str(&t);
-        } else {
-            answer.push_str(&t);
-        }
-    }
-    (
-        reasoning.trim().to_string(),
-        answer.trim_start().to_string(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +127,23 @@ mod tests {
                 (false, "<".into()),
             ]
         );
+    }
+
+    /// A whole reply as `(reasoning, answer)`.
+    fn split_reasoning(text: &str, inside: bool) -> (String, String) {
+        let mut s = ReasoningSplitter::new(inside);
+        let (mut reasoning, mut answer) = (String::new(), String::new());
+        for (thinking, t) in s.push(text).into_iter().chain(s.finish()) {
+            if thinking {
+                reasoning.push_str(&t);
+            } else {
+                answer.push_str(&t);
+            }
+        }
+        (
+            reasoning.trim().to_string(),
+            answer.trim_start().to_string(),
+        )
     }
 
     #[test]
