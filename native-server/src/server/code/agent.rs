@@ -51,6 +51,23 @@ pub enum End {
     ClientCalls(Reply),
 }
 
+impl End {
+    /// The client's calls (none for an answer), without the ids the loop gave them.
+    pub fn client_calls(&self) -> Vec<parse::ToolCall> {
+        match self {
+            End::Final(_) => Vec::new(),
+            End::ClientCalls(r) => r
+                .calls
+                .iter()
+                .map(|c| parse::ToolCall {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// The result of [`Agent::run`].
 #[derive(Debug)]
 pub struct Outcome {

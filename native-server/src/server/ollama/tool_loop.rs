@@ -14,7 +14,6 @@ use crate::registry::{names, Lease};
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Step};
 use crate::server::code::types::ExecutedCall;
 use crate::server::common::options::Options;
-use crate::server::common::tools::ToolCall;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, ndjson};
 
@@ -27,25 +26,10 @@ pub struct LoopRequest {
     pub stream: bool,
 }
 
-/// The client's calls of how a run ended (none for an answer), in Ollama's shape.
-fn client_calls(end: &End) -> Vec<ToolCall> {
-    match end {
-        End::Final(_) => Vec::new(),
-        End::ClientCalls(r) => r
-            .calls
-            .iter()
-            .map(|c| ToolCall {
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            })
-            .collect(),
-    }
-}
-
 /// The final frame: `text` and the client's calls in the message, with `executed_calls`.
 fn last_frame(model: &str, text: String, o: &Outcome) -> Frame {
     let total = o.total();
-    let calls = client_calls(&o.end);
+    let calls = o.end.client_calls();
     let mut f = Shape::Chat.last(model, text, &calls, &total);
     if let Payload::Chat { message } = &mut f.payload {
         message.executed_calls = executed(&o.executed);

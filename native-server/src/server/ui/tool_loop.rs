@@ -14,7 +14,6 @@ use crate::registry::Lease;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Step};
 use crate::server::code::types::{ExecutedCall, SkillStepFrame, ToolProgressFrame};
 use crate::server::common::reply::ReplyParts;
-use crate::server::common::tools::ToolCall;
 use crate::server::generate::{self, GenRequest, Reasoning};
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
@@ -111,17 +110,7 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
             Some(Step::End(Ok(o))) => {
                 let (thinking, answer, _) = parts.finish();
                 let mut out = text_frames(thinking, answer, &mut shown);
-                let calls: Vec<ToolCall> = match &o.end {
-                    End::Final(_) => vec![],
-                    End::ClientCalls(reply) => reply
-                        .calls
-                        .iter()
-                        .map(|c| ToolCall {
-                            name: c.name.clone(),
-                            arguments: c.arguments.clone(),
-                        })
-                        .collect(),
-                };
+                let calls = o.end.client_calls();
                 out.extend(calls_frame(&calls));
                 let (End::Final(reply) | End::ClientCalls(reply)) = &o.end;
                 // The session remembers the answer, not the rounds: the client sends the
