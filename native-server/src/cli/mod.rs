@@ -6,6 +6,7 @@ mod devices;
 mod embed;
 mod exec;
 mod info;
+mod keys;
 mod models;
 mod progress;
 mod run;
@@ -44,7 +45,7 @@ enum Command {
     /// Measure prompt-processing and generation speed (like llama-bench).
     Bench(bench::BenchArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// List the models in the store.
     #[command(alias = "ls")]
     List(models::ListArgs),
@@ -62,6 +63,8 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Quantize a GGUF model to another type (as llama-quantize does).
     Quantize(transfer::QuantizeArgs),
+    /// Create, list and revoke API keys (in the database `weft serve` uses).
+    Keys(keys::KeysArgs),
     /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
     Exec(exec::ExecArgs),
 }
@@ -75,7 +78,7 @@ pub fn main() -> ExitCode {
         Command::Devices(a) => devices::run(a),
         Command::Tokenize(a) => tokenize::run(a),
         Command::Run(a) => run::run(a),
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Bench(a) => bench::run(a),
         Command::List(a) => models::list(a),
         Command::Pull(a) => transfer::pull(a),
@@ -86,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Import(a) => transfer::import(a),
         Command::Quantize(a) => transfer::quantize(a),
         Command::Exec(a) => exec::run(a),
+        Command::Keys(a) => keys::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,7 +13,7 @@ use super::sessions::DEFAULT_SESSION;
 use super::tool_loop::LoopRequest;
 use super::types::{DoneFrame, UiChatRequest, UiFrame};
 use crate::server::code::plan::{self, Scope};
-use crate::server::common::sampling::{resolve, SamplingFields};
+use crate::server::common::sampling::SamplingFields;
 use crate::server::common::think::ThinkSplitter;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -152,12 +152,7 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         seed: b.seed,
         ..Default::default()
     };
-    let sampling = resolve(
-        &req_sampling,
-        &st.cfg.sampling,
-        st.cfg.precedence,
-        Default::default(),
-    )?;
+    let sampling = st.resolve_sampling(&req_sampling, Default::default())?;
     if let Some(agent) = plan.agent {
         let r = LoopRequest {
             sid,

@@ -1,0 +1,126 @@
+//! Per-key rate limits (429 with Retry-After, then recovery), the official `openai` client
+//! with keys, open mode on loopback, and the refusal to serve other machines without a key.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::{api_key, call, Backend, Db};
+use crate::on_both;
+use weft_tests::{python, weft_binary};
+
+on_both!(rate_limit, rate_limit_sqlite, rate_limit_postgres);
+on_both!(openai_client, openai_client_sqlite, openai_client_postgres);
+
+fn rate_limit(db: &Db) {
+    let admin = db.cli_key("admin");
+    let server = db.serve(&[]);
+    let c = server.client();
+    let (_, key) = api_key(
+        &c,
+        &admin,
+        json!({"name": "slow", "role": "user", "rate_limit_rpm": 60}),
+    );
+    let mut limited = None;
+    for _ in 0..500 {
+        let r = call(&c, &key, "GET", "/v1/models", None);
+        if r.status == 429 {
+            limited = Some(r);
+            break;
+        }
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = limited.expect("60 requests per minute never ran out in 500 requests");
+    assert_eq!(
+        r.json()["error"]["code"],
+        "rate_limit_exceeded",
+        "{}",
+        r.body
+    );
+    let wait: u64 = r
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After header in seconds");
+    assert!(wait >= 1, "{wait}");
+    // Another key is not limited by this one's use.
+    assert_eq!(call(&c, &admin, "GET", "/v1/models", None).status, 200);
+    std::thread::sleep(Duration::from_secs(wait));
+    let r = call(&c, &key, "GET", "/v1/models", None);
+    assert_eq!(r.status, 200, "not recovered after Retry-After: {}", r.body);
+}
+
+fn openai_client(db: &Db) {
+    let admin = db.cli_key("admin");
+    let server = db.serve(&[]);
+    let c = server.client();
+    let (_, user) = api_key(&c, &admin, json!({"name": "py", "role": "user"}));
+    let (_, readonly) = api_key(&c, &admin, json!({"name": "py-ro", "role": "readonly"}));
+    if let Some(out) = python(
+        "auth_client.py",
+        &server.base(),
+        &["smol", &user, &readonly],
+        &["openai"],
+    ) {
+        assert!(out.contains("ALL OK"), "{out}");
+    }
+}
+
+/// With no key, a loopback server is open (as before keys existed) until the first key is made.
+#[test]
+fn open_until_the_first_key() {
+    let Some(db) = Db::new(Backend::Sqlite, "open") else {
+        return;
+    };
+    let server = db.serve(&[]);
+    let c = server.client();
+    assert_eq!(
+        call(&c, "", "GET", "/api/v1/about", None).json()["auth"],
+        "open"
+    );
+    // A client's placeholder key is ignored while open (the openai client always sends one).
+    assert_eq!(call(&c, "unused", "GET", "/v1/models", None).status, 200);
+    let r = call(
+        &c,
+        "",
+        "POST",
+        "/api/v1/keys",
+        Some(r#"{"name":"first","role":"admin"}"#),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let key = r.json()["key"].as_str().unwrap().to_string();
+    assert_eq!(call(&c, "", "GET", "/v1/models", None).status, 401);
+    assert_eq!(call(&c, &key, "GET", "/v1/models", None).status, 200);
+    let audit = call(&c, &key, "GET", "/api/v1/audit", None).json();
+    assert_eq!(audit["data"][0]["actor"], "open", "{audit}");
+}
+
+/// `--host 0.0.0.0` with no key refuses to start unless `--insecure-no-auth`; with
+/// WEFT_ADMIN_KEY it starts and accepts that key.
+#[test]
+fn non_loopback_needs_a_key() {
+    let Some(db) = Db::new(Backend::Sqlite, "refuse") else {
+        return;
+    };
+    let model = weft_core::test_support::model_path("smollm2").unwrap();
+    let out = Command::new(weft_binary())
+        .env("WEFT_HOME", &db.home)
+        .args(["serve", "--host", "0.0.0.0", "--port", "0", "--model"])
+        .arg(&model)
+        .output()
+        .expect("running weft serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--insecure-no-auth"), "{err}");
+    let server = db.serve(&["--host", "0.0.0.0", "--insecure-no-auth"]);
+    assert_eq!(
+        call(&server.client(), "", "GET", "/v1/models", None).status,
+        200
+    );
+    drop(server);
+    let key = "weft_operator-chosen-bootstrap-key-for-this-test";
+    let server = db.serve_env(&["--host", "0.0.0.0"], &[("WEFT_ADMIN_KEY", key)]);
+    let c = server.client();
+    assert_eq!(call(&c, "", "GET", "/api/v1/keys", None).status, 401);
+    assert_eq!(call(&c, key, "GET", "/api/v1/keys", None).status, 200);
+}
