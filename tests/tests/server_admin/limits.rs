@@ -95,31 +95,54 @@ fn open_until_the_first_key() {
     assert_eq!(audit["data"][0]["actor"], "open", "{audit}");
 }
 
-/// `--host 0.0.0.0` with no key refuses to start unless `--insecure-no-auth`; with
-/// WEFT_ADMIN_KEY it starts and accepts that key.
+/// Whether `weft serve --host 0.0.0.0 --port 0 ARGS` starts listening (the harness's server
+/// always binds loopback, so this one is started by hand and killed by its id).
+fn starts_on_all_addresses(db: &Db, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    use std::io::{BufRead, BufReader};
+    let model = weft_core::test_support::model_path("smollm2").unwrap();
+    let mut child = Command::new(weft_binary())
+        .env("WEFT_HOME", &db.home)
+        .envs(env.iter().copied())
+        .args(["serve", "--host", "0.0.0.0", "--port", "0", "--model"])
+        .arg(&model)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running weft serve");
+    let mut log = String::new();
+    let mut listening = false;
+    for line in BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("listening on http://") {
+            listening = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    (listening, log)
+}
+
+/// `--host 0.0.0.0` with no key refuses to start unless `--insecure-no-auth` or
+/// WEFT_ADMIN_KEY; the env key is accepted as an admin key.
 #[test]
 fn non_loopback_needs_a_key() {
     let Some(db) = Db::new(Backend::Sqlite, "refuse") else {
         return;
     };
-    let model = weft_core::test_support::model_path("smollm2").unwrap();
-    let out = Command::new(weft_binary())
-        .env("WEFT_HOME", &db.home)
-        .args(["serve", "--host", "0.0.0.0", "--port", "0", "--model"])
-        .arg(&model)
-        .output()
-        .expect("running weft serve");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--insecure-no-auth"), "{err}");
-    let server = db.serve(&["--host", "0.0.0.0", "--insecure-no-auth"]);
-    assert_eq!(
-        call(&server.client(), "", "GET", "/v1/models", None).status,
-        200
-    );
-    drop(server);
+    let (ok, log) = starts_on_all_addresses(&db, &[], &[]);
+    assert!(!ok && log.contains("--insecure-no-auth"), "{log}");
+    let (ok, log) = starts_on_all_addresses(&db, &["--insecure-no-auth"], &[]);
+    assert!(ok, "{log}");
     let key = "weft_operator-chosen-bootstrap-key-for-this-test";
-    let server = db.serve_env(&["--host", "0.0.0.0"], &[("WEFT_ADMIN_KEY", key)]);
+    let (ok, log) = starts_on_all_addresses(&db, &[], &[("WEFT_ADMIN_KEY", key)]);
+    assert!(ok, "{log}");
+    let server = db.serve_env(&[], &[("WEFT_ADMIN_KEY", key)]);
     let c = server.client();
     assert_eq!(call(&c, "", "GET", "/api/v1/keys", None).status, 401);
     assert_eq!(call(&c, key, "GET", "/api/v1/keys", None).status, 200);
