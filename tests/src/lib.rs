@@ -3,6 +3,7 @@
 //! no HTTP crate and can also drop a connection mid-stream).
 
 pub mod hub;
+pub mod postgres;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

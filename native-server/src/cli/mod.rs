@@ -6,6 +6,7 @@ mod devices;
 mod embed;
 mod exec;
 mod info;
+mod keys;
 mod models;
 mod progress;
 mod run;
@@ -62,6 +63,8 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Quantize a GGUF model to another type (as llama-quantize does).
     Quantize(transfer::QuantizeArgs),
+    /// Create, list and revoke API keys (in the database `weft serve` uses).
+    Keys(keys::KeysArgs),
     /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
     Exec(exec::ExecArgs),
 }
@@ -86,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Import(a) => transfer::import(a),
         Command::Quantize(a) => transfer::quantize(a),
         Command::Exec(a) => exec::run(a),
+        Command::Keys(a) => keys::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -121,6 +121,15 @@ pub struct ServeArgs {
     /// Largest total of the files in one upload request, e.g. 50MiB.
     #[arg(long, default_value = "50MiB")]
     upload_max_request: String,
+    /// Where keys, users, tenants, settings and the audit log are kept: a SQLite file
+    /// (`sqlite://PATH` or a path; default $WEFT_HOME/weft.db) or `postgres://USER@HOST:PORT/DB`
+    /// for several servers sharing them.
+    #[arg(long, env = "WEFT_DATABASE")]
+    database: Option<String>,
+    /// Listen on a non-loopback address although no API key exists: anyone who reaches the
+    /// server may use and administer it until a key is created.
+    #[arg(long)]
+    insecure_no_auth: bool,
     /// Which log events to write: a level (error, warn, info, debug, trace) or an env-filter
     /// directive; RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
@@ -255,25 +264,49 @@ pub fn run(a: ServeArgs) -> Result<()> {
     }
     let code = server::code::CodeTools::new(&home, a.skills_dirs.clone(), a.code_exec)
         .context("setting up code execution and skills")?;
-    let state = server::state(cfg, registry, jobs, code);
+    let addr: SocketAddr = format!("{}:{}", a.host, a.port)
+        .parse()
+        .with_context(|| format!("bad --host/--port {}:{}", a.host, a.port))?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(serve(a, state))
+    rt.block_on(async move {
+        let url = super::keys::database_url(a.database.as_deref())?;
+        let storage = weft_storage::Storage::open(&url).await?;
+        let admin_key = std::env::var("WEFT_ADMIN_KEY")
+            .ok()
+            .filter(|k| !k.is_empty());
+        if !addr.ip().is_loopback()
+            && !a.insecure_no_auth
+            && admin_key.is_none()
+            && storage.active_key_count().await? == 0
+        {
+            bail!(
+                "refusing to listen on {addr} with no API key: anyone could use and administer \
+                 this server. Create one (weft keys create --role admin), set WEFT_ADMIN_KEY, \
+                 or pass --insecure-no-auth"
+            );
+        }
+        let auth = server::auth::Auth::new(admin_key.as_deref());
+        let state = server::state(cfg, registry, jobs, code, storage, auth);
+        server::start_settings(&state)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        serve(addr, state).await
+    })
 }
 
-async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
-    let addr: SocketAddr = format!("{}:{}", a.host, a.port)
-        .parse()
-        .with_context(|| format!("bad --host/--port {}:{}", a.host, a.port))?;
+async fn serve(addr: SocketAddr, state: Shared) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    let storage = state.storage.backend();
     let local = listener.local_addr()?;
     let names = state.registry.with_catalog(|c| c.names());
     tracing::info!(
         models = %names.join(", "),
+        storage,
         "listening on http://{local} (default model loading)"
     );
     state.registry.start_reaper();
@@ -289,13 +322,17 @@ async fn serve(a: ServeArgs, state: Shared) -> Result<()> {
     });
     let app = server::router(state.clone());
     let st = state.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: finishing running requests");
-            st.registry.shutdown();
-        })
-        .await?;
+    // The peer address reaches the auth layer (for the audit log).
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing running requests");
+        st.registry.shutdown();
+    })
+    .await?;
     Ok(())
 }
 

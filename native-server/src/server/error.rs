@@ -130,6 +130,47 @@ impl ApiError {
         e
     }
 
+    /// 401: no key, or one that is unknown, expired or revoked (OpenAI's `invalid_api_key`).
+    pub fn unauthorized(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "invalid_api_key",
+            msg,
+        )
+    }
+
+    /// 403: the key is valid but its role may not use this route.
+    pub fn forbidden(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "invalid_request_error",
+            "insufficient_permissions",
+            msg,
+        )
+    }
+
+    /// 429: the key used up its requests per minute; retry after `secs`.
+    pub fn rate_limited(msg: impl Into<String>, secs: u32) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            msg,
+        );
+        e.retry_after = Some(secs.max(1));
+        e
+    }
+
+    /// The error in the shape of the API that serves `path` (OpenAI's under `/v1`).
+    pub fn for_path(self, path: &str) -> Response {
+        if path == "/v1" || path.starts_with("/v1/") {
+            self.openai()
+        } else {
+            self.plain()
+        }
+    }
+
     /// 501: an OpenAI route this server does not implement.
     pub fn not_implemented(msg: impl Into<String>) -> Self {
         Self::new(
@@ -226,6 +267,27 @@ impl From<RegistryError> for OpenAiError {
 
 impl From<RegistryError> for PlainError {
     fn from(e: RegistryError) -> Self {
+        PlainError(e.into())
+    }
+}
+
+impl From<weft_storage::StorageError> for ApiError {
+    fn from(e: weft_storage::StorageError) -> Self {
+        use weft_storage::StorageError as E;
+        let msg = e.to_string();
+        match e {
+            E::NotFound(_) => ApiError::not_found(msg),
+            E::Conflict(_) => ApiError::conflict(msg),
+            _ => {
+                tracing::error!(error = %msg, "storage failure");
+                ApiError::internal(msg)
+            }
+        }
+    }
+}
+
+impl From<weft_storage::StorageError> for PlainError {
+    fn from(e: weft_storage::StorageError) -> Self {
         PlainError(e.into())
     }
 }

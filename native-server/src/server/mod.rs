@@ -6,6 +6,10 @@
 //! - `ops/` (`/health`, `/ready`, `/metrics`) and `web/` (the in-browser page, model
 //!   downloads) at the root.
 //!
+//! `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
+//! audit of admin changes; persistent state (keys, users, tenants, settings, audit) is in the
+//! `weft-storage` crate (SQLite or Postgres).
+//!
 //! They all translate to one internal request ([`generate::GenRequest`]) and read one event
 //! stream; inference (batching, sampling, stop strings, prefix reuse) lives in
 //! `weft_core::scheduler`. Shared pieces: `common/` (options, sampling, structured output,
@@ -17,6 +21,7 @@
 
 mod admin;
 mod api;
+pub mod auth;
 pub mod code;
 mod common;
 mod embeddings;
@@ -74,6 +79,7 @@ pub fn router(state: Shared) -> Router {
             state.clone(),
             backend_header,
         ))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
         .with_state(state);
     logging::layer(app)
 }
@@ -99,6 +105,35 @@ pub fn state(
     registry: Arc<crate::registry::Registry>,
     jobs: Option<Arc<jobs::ModelJobs>>,
     code: code::CodeTools,
+    storage: weft_storage::Storage,
+    auth: auth::Auth,
 ) -> Shared {
-    Arc::new(AppState::new(cfg, registry, jobs, code))
+    Arc::new(AppState::new(cfg, registry, jobs, code, storage, auth))
+}
+
+/// Loads the persisted settings and starts following changes other replicas make.
+pub async fn start_settings(state: &Shared) -> Result<(), ApiError> {
+    admin::settings::reload(state).await?;
+    admin::settings::spawn_sync(state.clone());
+    Ok(())
+}
+
+/// A short unique suffix for generated names.
+pub fn new_id_suffix() -> String {
+    weft_storage::new_id("x")[2..10].to_string()
+}
+
+/// Makes and stores an API key (for `weft keys create`); returns its id and the key.
+pub async fn create_key(
+    storage: &weft_storage::Storage,
+    name: String,
+    role: &str,
+) -> Result<(String, String), ApiError> {
+    if auth::policy::Role::parse(role).is_none() {
+        return Err(ApiError::invalid(format!(
+            "unknown role {role:?}: use admin, user or readonly"
+        )));
+    }
+    let (row, key) = admin::keys::make_key(storage, name, role, None, None, None).await?;
+    Ok((row.id, key))
 }

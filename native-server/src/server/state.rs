@@ -1,13 +1,16 @@
 //! What every handler shares: the server settings and the model registry.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 use weft_core::chat::Message;
+use weft_core::sampler::SamplerConfig;
+use weft_storage::Storage;
 
-use super::common::sampling::{Precedence, SamplingFields};
+use super::auth::Auth;
+use super::common::sampling::{resolve_with, Precedence, SamplingFields};
 use super::error::ApiError;
 use super::openai::responses::store::{MemoryStore, ResponseStore};
 use crate::registry::{KeepAlive, Lease, Registry};
@@ -46,6 +49,11 @@ pub struct AppState {
     pub responses: Arc<dyn ResponseStore>,
     /// Files uploaded for the chat UI.
     pub uploads: super::uploads::Uploads,
+    /// Keys, users, tenants, settings, audit.
+    pub storage: Storage,
+    pub auth: Auth,
+    /// Sampling defaults from the admin settings (below request and operator values).
+    pub defaults: RwLock<SamplingFields>,
 }
 
 /// The handle handlers get.
@@ -57,9 +65,14 @@ impl AppState {
         registry: Arc<Registry>,
         jobs: Option<Arc<super::jobs::ModelJobs>>,
         code: super::code::CodeTools,
+        storage: Storage,
+        auth: Auth,
     ) -> Self {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         AppState {
+            storage,
+            auth,
+            defaults: RwLock::new(SamplingFields::default()),
             cfg,
             registry,
             jobs,
@@ -96,6 +109,27 @@ impl AppState {
             Some(m) if !m.trim().is_empty() => self.lease(Some(m), keep_alive).await,
             _ => Err(ApiError::invalid("model is required")),
         }
+    }
+
+    /// A request's sampling: its own values, the operator's flags (by `--sampling-precedence`),
+    /// then the admin settings' defaults, then the built-in ones.
+    pub fn resolve_sampling(
+        &self,
+        request: &SamplingFields,
+        logit_bias: std::collections::BTreeMap<u32, f32>,
+    ) -> Result<SamplerConfig, ApiError> {
+        let defaults = self
+            .defaults
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        resolve_with(
+            request,
+            &self.cfg.sampling,
+            self.cfg.precedence,
+            &defaults,
+            logit_bias,
+        )
     }
 
     /// The model jobs, or a 503 saying why there are none.

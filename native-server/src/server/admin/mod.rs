@@ -1,9 +1,17 @@
-//! The admin plane, under `/api/v1` (the reference peer's routes). Models and model jobs
-//! (`server/jobs/`) for now; keys, users,
-//! tenants, settings and the rest come as further folders of handlers here.
+//! The admin plane, under `/api/v1` (the reference peer's routes): models and model jobs
+//! (`server/jobs/`), keys, users, tenants, settings, the audit log and `about`. Who may call
+//! them is decided by the auth layer (`server/auth/`), not here; every change is audited there.
 
+mod about;
+mod audit;
+mod common;
+pub mod keys;
 mod models;
+pub mod settings;
+mod tenants;
+mod time;
 pub mod types;
+mod users;
 
 use utoipa_axum::router::OpenApiRouter;
 
@@ -11,7 +19,14 @@ use super::state::Shared;
 
 /// Routes relative to `/api/v1`.
 pub fn routes() -> OpenApiRouter<Shared> {
-    models::routes().merge(super::jobs::admin_routes())
+    models::routes()
+        .merge(super::jobs::admin_routes())
+        .merge(about::routes())
+        .merge(audit::routes())
+        .merge(keys::routes())
+        .merge(settings::routes())
+        .merge(tenants::routes())
+        .merge(users::routes())
 }
 
 /// The chat UI's `POST /api/models/load` (relative to `/api`), which loads like the admin route.

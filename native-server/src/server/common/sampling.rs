@@ -53,17 +53,20 @@ pub enum Precedence {
     Request,
 }
 
-/// Combines request, operator values and defaults, and checks ranges (400 on a bad value).
-pub fn resolve(
+/// Combines request, operator values, `defaults` (the admin plane's settings: below both the
+/// request and the operator) and the built-in defaults, and checks ranges (400 on a bad value).
+pub fn resolve_with(
     request: &SamplingFields,
     operator: &SamplingFields,
     precedence: Precedence,
+    defaults: &SamplingFields,
     logit_bias: BTreeMap<u32, f32>,
 ) -> Result<SamplerConfig, ApiError> {
     let f = match precedence {
         Precedence::Operator => operator.clone().or(request),
         Precedence::Request => request.clone().or(operator),
-    };
+    }
+    .or(defaults);
     let d = SamplerConfig::default();
     if let Some(k) = f.top_k {
         if k < 0 {
@@ -90,6 +93,43 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn resolve(
+        request: &SamplingFields,
+        operator: &SamplingFields,
+        precedence: Precedence,
+        bias: BTreeMap<u32, f32>,
+    ) -> Result<SamplerConfig, ApiError> {
+        resolve_with(
+            request,
+            operator,
+            precedence,
+            &SamplingFields::default(),
+            bias,
+        )
+    }
+
+    #[test]
+    fn settings_defaults_sit_below_request_and_operator() {
+        let defaults = SamplingFields {
+            temperature: Some(0.3),
+            top_k: Some(7),
+            top_p: Some(0.5),
+            ..Default::default()
+        };
+        let req = SamplingFields {
+            top_k: Some(5),
+            ..Default::default()
+        };
+        let op = SamplingFields {
+            top_p: Some(0.9),
+            ..Default::default()
+        };
+        for p in [Precedence::Operator, Precedence::Request] {
+            let c = resolve_with(&req, &op, p, &defaults, BTreeMap::new()).unwrap();
+            assert_eq!((c.temperature, c.top_k, c.top_p), (0.3, 5, 0.9));
+        }
+    }
 
     #[test]
     fn operator_wins_by_default_and_request_wins_when_asked() {

@@ -10,7 +10,6 @@ use super::types::{think_switch, Frame, GenerateRequest};
 use super::Res;
 use crate::registry::Lease;
 use crate::server::common::options::Options;
-use crate::server::common::sampling::resolve;
 use crate::server::common::structured;
 use crate::server::common::OneOrMany;
 use crate::server::error::{ApiError, PlainErrorBody};
@@ -36,12 +35,7 @@ pub fn request(
         }
         // The context is fixed at startup (--ctx); a different per-request value is ignored.
     }
-    let sampling = resolve(
-        &opts.sampling(),
-        &st.cfg.sampling,
-        st.cfg.precedence,
-        Default::default(),
-    )?;
+    let sampling = st.resolve_sampling(&opts.sampling(), Default::default())?;
     // Ollama: num_predict -1 (or -2) means "until the context fills".
     let requested = match opts.num_predict {
         Some(n) if n < 0 => None,

@@ -8,7 +8,7 @@ use weft_core::scheduler::{Finish, Summary};
 use super::types::Common;
 use crate::registry::{Lease, Loaded};
 use crate::server::common::options::Options;
-use crate::server::common::sampling::{resolve, SamplingFields};
+use crate::server::common::sampling::SamplingFields;
 use crate::server::common::OneOrMany;
 use crate::server::error::ApiError;
 use crate::server::generate::{self, GenRequest};
@@ -41,7 +41,7 @@ impl Common {
         }
         .or(&opts.sampling());
         let bias = logit_bias(m, self.logit_bias.as_ref())?;
-        let sampling = resolve(&top, &st.cfg.sampling, st.cfg.precedence, bias)?;
+        let sampling = st.resolve_sampling(&top, bias)?;
         let requested = self
             .max_tokens
             .or(self.max_completion_tokens)

@@ -15,7 +15,7 @@ use super::types::{DoneFrame, UiChatRequest, UiFrame, UiToolCall};
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
-use crate::server::common::sampling::{resolve, SamplingFields};
+use crate::server::common::sampling::SamplingFields;
 use crate::server::common::tools::{self, ToolCall};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -205,12 +205,7 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         seed: b.seed,
         ..Default::default()
     };
-    let sampling = resolve(
-        &req_sampling,
-        &st.cfg.sampling,
-        st.cfg.precedence,
-        Default::default(),
-    )?;
+    let sampling = st.resolve_sampling(&req_sampling, Default::default())?;
     if let Some(agent) = plan.agent {
         let r = LoopRequest {
             sid,

@@ -1,0 +1,193 @@
+//! `GET/POST/PATCH /api/v1/settings`: the server's persisted settings, validated against a
+//! fixed schema (an unknown key or a wrong type is a 400). The sampling settings are the
+//! defaults used when neither the request nor the operator's `weft serve` flags set a value;
+//! they apply to the next request. Replicas sharing a database poll it every
+//! [`POLL`] and pick up changes made elsewhere.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde_json::{json, Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::common::{changed, Changed};
+use crate::server::common::sampling::{resolve_with, Precedence, SamplingFields};
+use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::extract::ApiJson;
+use crate::server::state::Shared;
+
+/// How often a replica looks for settings changed by another.
+pub const POLL: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Number,
+    Integer,
+}
+
+/// Every setting and its JSON type.
+const SCHEMA: &[(&str, Kind)] = &[
+    ("temperature", Kind::Number),
+    ("top_k", Kind::Integer),
+    ("top_p", Kind::Number),
+    ("min_p", Kind::Number),
+    ("repeat_penalty", Kind::Number),
+    ("presence_penalty", Kind::Number),
+    ("frequency_penalty", Kind::Number),
+    ("repeat_last_n", Kind::Integer),
+    ("seed", Kind::Integer),
+];
+
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new().routes(routes!(get_settings, replace, patch))
+}
+
+/// The sampling defaults a settings map holds (unknown keys, e.g. from a newer version, are
+/// ignored).
+fn sampling_of(m: &Map<String, Value>) -> SamplingFields {
+    let f = |k: &str| m.get(k).and_then(Value::as_f64).map(|v| v as f32);
+    let i = |k: &str| m.get(k).and_then(Value::as_i64);
+    SamplingFields {
+        temperature: f("temperature"),
+        top_k: i("top_k"),
+        top_p: f("top_p"),
+        min_p: f("min_p"),
+        repeat_penalty: f("repeat_penalty"),
+        presence_penalty: f("presence_penalty"),
+        frequency_penalty: f("frequency_penalty"),
+        repeat_last_n: i("repeat_last_n"),
+        seed: i("seed"),
+    }
+}
+
+/// Checks a body's keys and types (`null` allowed: it unsets the key).
+fn check_body(body: &Map<String, Value>) -> Result<Vec<(String, Option<Value>)>, ApiError> {
+    let mut out = Vec::new();
+    for (k, v) in body {
+        let Some((_, kind)) = SCHEMA.iter().find(|(name, _)| name == k) else {
+            let known: Vec<&str> = SCHEMA.iter().map(|(n, _)| *n).collect();
+            return Err(ApiError::invalid(format!(
+                "unknown setting {k:?}; the settings are: {}",
+                known.join(", ")
+            )));
+        };
+        let ok = match kind {
+            _ if v.is_null() => true,
+            Kind::Number => v.is_number(),
+            Kind::Integer => v.is_i64(),
+        };
+        if !ok {
+            let want = if *kind == Kind::Number {
+                "a number"
+            } else {
+                "an integer"
+            };
+            return Err(ApiError::invalid(format!(
+                "setting {k} must be {want} or null"
+            )));
+        }
+        out.push((k.clone(), (!v.is_null()).then(|| v.clone())));
+    }
+    Ok(out)
+}
+
+/// Checks the ranges of the settings that would result (the sampler's own checks).
+fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
+    let s = sampling_of(m);
+    let none = SamplingFields::default();
+    resolve_with(&none, &none, Precedence::Operator, &s, BTreeMap::new())?;
+    Ok(s)
+}
+
+/// Every setting, `null` when unset.
+fn render(m: &Map<String, Value>) -> Value {
+    let all: Map<String, Value> = SCHEMA
+        .iter()
+        .map(|(k, _)| (k.to_string(), m.get(*k).cloned().unwrap_or(Value::Null)))
+        .collect();
+    Value::Object(all)
+}
+
+/// Reads the settings from the database into the live defaults.
+pub async fn reload(st: &Shared) -> Result<(), ApiError> {
+    let m = st.storage.settings().await?;
+    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling_of(&m);
+    Ok(())
+}
+
+/// Polls the database for settings changed by another replica.
+pub fn spawn_sync(st: Shared) {
+    tokio::spawn(async move {
+        let mut last = None;
+        loop {
+            match st.storage.settings_stamp().await {
+                Ok(stamp) if last != Some(stamp) => {
+                    if let Err(e) = reload(&st).await {
+                        tracing::warn!(error = %e.message, "reloading settings");
+                    } else {
+                        last = Some(stamp);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "polling settings"),
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    });
+}
+
+async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
+    let body = body
+        .as_object()
+        .ok_or_else(|| ApiError::invalid("the body must be a JSON object of settings"))?;
+    let changes = check_body(body)?;
+    let mut next = if replace {
+        Map::new()
+    } else {
+        st.storage.settings().await?
+    };
+    for (k, v) in &changes {
+        match v {
+            Some(v) => next.insert(k.clone(), v.clone()),
+            None => next.remove(k),
+        };
+    }
+    let sampling = check_ranges(&next)?;
+    st.storage.write_settings(&changes, replace).await?;
+    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling;
+    let keys: Vec<&String> = changes.iter().map(|(k, _)| k).collect();
+    // Setting values are not secret; naming the keys is enough to trace a change.
+    changed(
+        StatusCode::OK,
+        json!({"keys": keys, "replace": replace}),
+        render(&next),
+    )
+}
+
+/// The current settings (every key; `null` when unset).
+#[utoipa::path(get, path = "/settings", tag = "admin",
+    responses((status = 200, description = "Every setting", body = Object),
+              (status = 403, body = PlainErrorBody)))]
+async fn get_settings(State(st): State<Shared>) -> Result<Json<Value>, PlainError> {
+    Ok(Json(render(&st.storage.settings().await?)))
+}
+
+/// Replaces every setting (keys not given are unset).
+#[utoipa::path(post, path = "/settings", tag = "admin",
+    request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed"),
+    responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
+async fn replace(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
+    write(&st, b, true).await
+}
+
+/// Changes the settings given (`null` unsets one); the others stay.
+#[utoipa::path(patch, path = "/settings", tag = "admin",
+    request_body(content = Object, description = "Some settings"),
+    responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
+async fn patch(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
+    write(&st, b, false).await
+}

@@ -1,0 +1,95 @@
+//! Versioned migrations: numbered SQL files per backend, embedded in the binary and applied in
+//! order at open. A `weft_migrations` table records which ran, so each runs once; on Postgres
+//! an advisory lock keeps two replicas starting together from applying the same one twice.
+
+use sqlx::{PgPool, SqlitePool};
+
+use crate::error::{Result, StorageError};
+
+/// One schema step: its version (increasing, never reused) and the SQL per backend.
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+    postgres: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
+    version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+const RECORD: &str = "INSERT INTO weft_migrations (version, name, applied_at) VALUES ($1, $2, $3)";
+
+/// An arbitrary constant naming the migration lock among the database's advisory locks.
+const PG_LOCK: i64 = 0x0077_6566_746d_6967;
+
+pub async fn sqlite(pool: &SqlitePool) -> Result<()> {
+    sqlx::query(LEDGER).execute(pool).await?;
+    for m in MIGRATIONS {
+        // BEGIN IMMEDIATE takes the write lock first, so a second process waits, then sees
+        // the ledger row and skips.
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let done = sqlx::query("SELECT 1 FROM weft_migrations WHERE version = $1")
+            .bind(m.version)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if done.is_none() {
+            sqlx::raw_sql(m.sqlite)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| failed(m, e))?;
+            sqlx::query(RECORD)
+                .bind(m.version)
+                .bind(m.name)
+                .bind(crate::now())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+pub async fn postgres(pool: &PgPool) -> Result<()> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(PG_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(LEDGER).execute(&mut *tx).await?;
+    for m in MIGRATIONS {
+        let done = sqlx::query("SELECT 1 FROM weft_migrations WHERE version = $1")
+            .bind(m.version)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if done.is_none() {
+            sqlx::raw_sql(m.postgres)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| failed(m, e))?;
+            sqlx::query(RECORD)
+                .bind(m.version)
+                .bind(m.name)
+                .bind(crate::now())
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn failed(m: &Migration, e: sqlx::Error) -> StorageError {
+    StorageError::Open(format!("migration {} ({}) failed: {e}", m.version, m.name))
+}
+
+/// The newest schema version this build knows.
+pub fn latest() -> i64 {
+    MIGRATIONS.last().map(|m| m.version).unwrap_or(0)
+}

@@ -1,0 +1,129 @@
+//! The storage interface on a fresh SQLite file: migrations, keys, users, tenants, settings,
+//! audit, and the errors callers map to 404 and 409. (The server suite in tests/ runs the same
+//! operations on Postgres too.)
+
+use serde_json::json;
+use weft_storage::{NewAudit, NewKey, NewTenant, NewUser, Storage, StorageError, UserPatch};
+
+fn key(name: &str, hash: &str) -> NewKey {
+    NewKey {
+        name: name.into(),
+        role: "user".into(),
+        hash: hash.into(),
+        prefix: "weft_abc".into(),
+        tenant: None,
+        rate_limit_rpm: None,
+        expires_at: None,
+    }
+}
+
+#[tokio::test]
+async fn round_trips_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("weft-storage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("sub/weft.db");
+    let s = Storage::open(&path.display().to_string()).await.unwrap();
+    assert_eq!(s.backend(), "sqlite");
+    assert_eq!(s.key_count().await.unwrap(), 0);
+
+    let t = s
+        .create_tenant(NewTenant {
+            name: "acme".into(),
+            models: Some(vec!["smol".into()]),
+            token_quota: Some(1000),
+        })
+        .await
+        .unwrap();
+    assert_eq!(s.get_tenant(&t.id).await.unwrap().models, t.models);
+    assert!(matches!(
+        s.get_tenant("tenant_nope").await,
+        Err(StorageError::NotFound(_))
+    ));
+
+    let k = s.create_key(key("a", "h1")).await.unwrap();
+    assert!(matches!(
+        s.create_key(key("a", "h2")).await,
+        Err(StorageError::Conflict(_))
+    ));
+    let mut with_tenant = key("b", "h3");
+    with_tenant.tenant = Some("tenant_nope".into());
+    assert!(matches!(
+        s.create_key(with_tenant).await,
+        Err(StorageError::Conflict(_))
+    ));
+    assert_eq!(s.key_by_hash("h1").await.unwrap().unwrap().id, k.id);
+    assert!(s.key_by_hash("nope").await.unwrap().is_none());
+    assert!(s.revoke_key(&k.id).await.unwrap().revoked_at.is_some());
+    assert!(matches!(
+        s.revoke_key("key_nope").await,
+        Err(StorageError::NotFound(_))
+    ));
+    assert_eq!(
+        (
+            s.key_count().await.unwrap(),
+            s.active_key_count().await.unwrap()
+        ),
+        (1, 0)
+    );
+
+    let u = s
+        .create_user(NewUser {
+            name: "ann".into(),
+            role: "user".into(),
+            password_hash: "$argon2id$stub".into(),
+            tenant: Some(t.id.clone()),
+        })
+        .await
+        .unwrap();
+    let patch = UserPatch {
+        role: Some("admin".into()),
+        tenant: Some(None),
+        ..Default::default()
+    };
+    let u2 = s.update_user(&u.id, patch).await.unwrap();
+    assert_eq!((u2.role.as_str(), u2.tenant), ("admin", None));
+    assert_eq!(
+        s.user_password_hash("ann").await.unwrap().as_deref(),
+        Some("$argon2id$stub")
+    );
+    s.delete_user(&u.id).await.unwrap();
+    assert!(matches!(
+        s.delete_user(&u.id).await,
+        Err(StorageError::NotFound(_))
+    ));
+
+    s.write_settings(&[("temperature".into(), Some(json!(0.5)))], false)
+        .await
+        .unwrap();
+    s.write_settings(&[("seed".into(), Some(json!(1)))], false)
+        .await
+        .unwrap();
+    assert_eq!(s.settings().await.unwrap().len(), 2);
+    s.write_settings(&[("seed".into(), Some(json!(2)))], true)
+        .await
+        .unwrap();
+    let all = s.settings().await.unwrap();
+    assert_eq!((all.len(), &all["seed"]), (1, &json!(2)));
+
+    s.append_audit(NewAudit {
+        actor: k.id.clone(),
+        method: "POST".into(),
+        route: "/api/v1/keys".into(),
+        status: 201,
+        remote: Some("127.0.0.1".into()),
+        details: Some(json!({"name": "a"})),
+    })
+    .await
+    .unwrap();
+    let rows = s.recent_audit(10).await.unwrap();
+    assert_eq!((rows.len(), rows[0].status), (1, 201));
+    s.close().await;
+
+    // Reopening applies no migration twice and keeps the data.
+    let s = Storage::open(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(s.key_count().await.unwrap(), 1);
+    s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,10 @@
+//! The admin plane and auth against the real `weft serve`, each test run twice: on the
+//! embedded SQLite (the default `$WEFT_HOME/weft.db`) and on a real Postgres the test starts.
+//! Keys are bootstrapped with `weft keys create` or `WEFT_ADMIN_KEY`.
+
+mod harness;
+mod inputs;
+mod limits;
+mod matrix;
+mod replicas;
+mod settings;
