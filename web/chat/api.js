@@ -12,8 +12,30 @@ async function errorText(r) {
   return body || `${r.status} ${r.statusText}`;
 }
 
+// When the server requires API keys (docs/admin.md), a call answered 401 asks for a key once,
+// keeps it in this browser's localStorage and retries with it as a Bearer token.
+const KEY = "weft-api-key";
+
+async function call(url, init = {}) {
+  const send = () => {
+    const key = localStorage.getItem(KEY);
+    const headers = new Headers(init.headers || {});
+    if (key) headers.set("Authorization", `Bearer ${key}`);
+    return fetch(url, { ...init, headers });
+  };
+  let r = await send();
+  if (r.status === 401) {
+    const key = window.prompt("This server needs an API key (ask its administrator):");
+    if (key && key.trim()) {
+      localStorage.setItem(KEY, key.trim());
+      r = await send();
+    }
+  }
+  return r;
+}
+
 async function json(url, init) {
-  const r = await fetch(url, init);
+  const r = await call(url, init);
   if (!r.ok) {
     const e = new Error(await errorText(r));
     e.status = r.status;
@@ -37,7 +59,7 @@ export async function sessionHistory(id) {
 }
 
 export async function deleteSession(id) {
-  const r = await fetch(`/api/sessions/${encodeURIComponent(id)}`, { method: "DELETE" });
+  const r = await call(`/api/sessions/${encodeURIComponent(id)}`, { method: "DELETE" });
   if (!r.ok && r.status !== 404) throw new Error(await errorText(r));
 }
 
@@ -55,7 +77,7 @@ export async function upload(files, sessionId) {
  * the stream ends; rejects with an AbortError when `signal` aborts it.
  */
 export async function streamChat(body, signal, onFrame) {
-  const r = await fetch("/api/ui/chat", {
+  const r = await call("/api/ui/chat", {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),

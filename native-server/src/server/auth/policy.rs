@@ -1,8 +1,9 @@
 //! Which role a route needs. One table for the whole server, so a new route is covered
 //! without touching its handler:
 //!
-//! - public: `/health`, `/ready`, `GET /api/v1/about`, the OpenAPI document, the in-browser
-//!   page's static files (`/play/…`);
+//! - public: `/health`, `/ready`, `GET /api/v1/about`, the OpenAPI document, the static files
+//!   of the chat page (`/`, `/chat/…`) and of the in-browser page (`/play/…`): they hold no
+//!   data, and the chat page asks for a key when its API calls answer 401;
 //! - admin: everything under `/api/v1`, and the routes that change the model store or the
 //!   installed skills (Ollama's create, copy, delete, pull, push, blobs; skill install/remove);
 //! - read: `GET`/`HEAD` on any other route (a `readonly` key);
@@ -63,11 +64,19 @@ const STORE_CHANGES: &[&str] = &[
     "/api/push",
 ];
 
+/// A static file of the chat page or the in-browser page.
+fn is_page(path: &str) -> bool {
+    ["/play", "/chat"].contains(&path)
+        || path == "/"
+        || path.starts_with("/play/")
+        || path.starts_with("/chat/")
+}
+
 /// What `method path` needs.
 pub fn need(method: &Method, path: &str) -> Need {
     let read = method == Method::GET || method == Method::HEAD;
     if matches!(path, "/health" | "/ready" | "/openapi.json")
-        || (read && (path == "/api/v1/about" || path == "/play" || path.starts_with("/play/")))
+        || (read && (path == "/api/v1/about" || is_page(path)))
     {
         return Need::Public;
     }
@@ -101,6 +110,10 @@ mod tests {
     fn routes_map_to_needs() {
         assert_eq!(need(&Method::GET, "/health"), Need::Public);
         assert_eq!(need(&Method::GET, "/api/v1/about"), Need::Public);
+        assert_eq!(need(&Method::GET, "/"), Need::Public);
+        assert_eq!(need(&Method::GET, "/chat/chat.js"), Need::Public);
+        assert_eq!(need(&Method::POST, "/"), Need::Use);
+        assert_eq!(need(&Method::GET, "/api/models"), Need::Read);
         assert_eq!(need(&Method::POST, "/api/v1/about"), Need::Admin);
         assert_eq!(need(&Method::GET, "/api/v1/keys"), Need::Admin);
         assert_eq!(need(&Method::GET, "/v1/models"), Need::Read);
