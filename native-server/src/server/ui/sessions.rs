@@ -31,15 +31,15 @@ pub async fn delete(
     if id == DEFAULT_SESSION {
         return Err(ApiError::invalid("the default session cannot be deleted").into());
     }
-    match st
+    let removed = st
         .sessions
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&id)
-    {
+        .remove(&id);
+    match removed {
         Some(_) => {
             st.code.drop_session(&id);
-            st.uploads.drop_session(&id);
+            st.uploads.drop_session(&id).await;
             Ok(Json(SessionDeleted {
                 ok: true,
                 session_id: id,

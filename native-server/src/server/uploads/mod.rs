@@ -67,10 +67,11 @@ impl Uploads {
     }
 
     /// Removes a session's files (off the async workers; called when the session is deleted).
-    pub fn drop_session(&self, session: &str) {
+    pub async fn drop_session(&self, session: &str) {
         let store = self.store.clone();
         let session = session.to_string();
-        tokio::task::spawn_blocking(move || store.drop_session(&session));
+        // Awaited, so a client told the session is deleted finds its files gone.
+        let _ = tokio::task::spawn_blocking(move || store.drop_session(&session)).await;
     }
 }
 
