@@ -142,6 +142,11 @@ pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>
             let Some(v) = line(&cur) else {
                 continue;
             };
+            // A download line before the size is known shows nothing; skipping it keeps the
+            // throttle below from hiding the first line that has the size.
+            if cur.phase == "downloading" && !cur.status.is_final() && cur.progress.total == 0 {
+                continue;
+            }
             if cur.phase == "downloading" && !cur.status.is_final() {
                 download = Some(v.clone());
             }
