@@ -3,11 +3,15 @@
 //  send a message and watch it stream, stop mid-stream, regenerate, edit and resend, a text
 //  file attached with the button and a PDF dropped on the page (answers use their content),
 //  rename a chat, switch models, reload and find the chats again, delete one, light and dark,
-//  desktop (1280x800) and phone (390x844) screenshots; no console errors anywhere.
+//  desktop (1280x800) and phone (390x844) screenshots, a tool call shown (below); no console
+//  errors anywhere.
 // Prints one JSON line at the end ({"ok": true, "screenshots": [...]}). Exit code 0 = pass.
 //
+// Then a tool call shown: a second server with `--code-exec` (WEFT_SANDBOX_DIR: the sandbox
+// runtimes), where the page's question makes the model call run_python and answer with its output.
+//
 // Env: WEFT_BIN, WEFT_MODEL (Qwen2.5-Coder 0.5B), WEFT_MODEL2 (a second model), WEFT_ARTIFACTS
-// (where screenshots go), CHROMIUM (default /usr/bin/chromium).
+// (where screenshots go), WEFT_SANDBOX_DIR, CHROMIUM (default /usr/bin/chromium).
 
 import { chromium } from "playwright-core";
 import { spawn } from "node:child_process";
@@ -49,20 +53,43 @@ function pdf(text) {
   return Buffer.from(out, "latin1");
 }
 
-const home = mkdtempSync(join(tmpdir(), "weft-chat-home-"));
-const server = spawn(bin, ["serve", "--model", `qwen=${model}`, "--model", `smol=${model2}`,
-  "--host", "127.0.0.1", "--port", "0", "--threads", "2", "--ctx", "2048", "--parallel", "1"],
-  { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, WEFT_HOME: home } });
-const base = await new Promise((res, rej) => {
-  let buf = "";
-  const t = setTimeout(() => rej(new Error("weft serve did not start")), 120_000);
-  server.stderr.on("data", (d) => {
-    buf += d;
-    const m = buf.match(/listening on (http:\/\/[^\s]+)[^\n]*\n/);
-    if (m) { clearTimeout(t); res(m[1].replace(/\/$/, "")); }
+/** Jinja put before Qwen's own template: a system prompt and one worked run_python exchange
+ *  (call, result, answer) ahead of the conversation, as server_code_exec.rs sends them. */
+const WORKED_EXAMPLE = `{%- set messages = [
+  {"role": "system", "content": "You are a helpful assistant. Compute with the run_python tool: write a complete program that prints the result, then answer with the printed value."},
+  {"role": "user", "content": "Use Python to compute the sum of the squares of 1 to 10."},
+  {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "run_python", "arguments": {"code": "total = 0\\nfor n in range(1, 11):\\n    total += n * n\\nprint(total)"}}}]},
+  {"role": "tool", "content": "{\\"exit_code\\": 0, \\"stdout\\": \\"385\\\\n\\", \\"stderr\\": \\"\\", \\"error\\": null, \\"files_created\\": [], \\"files_modified\\": []}"},
+  {"role": "assistant", "content": "The sum of the squares of 1 to 10 is 385."}
+] + messages %}
+`;
+
+/** Starts `weft serve` with `args` on a free port and a private WEFT_HOME; resolves to its URL. */
+function startServer(args) {
+  const home = mkdtempSync(join(tmpdir(), "weft-chat-home-"));
+  const proc = spawn(bin, ["serve", ...args, "--host", "127.0.0.1", "--port", "0", "--threads", "2", "--parallel", "1"],
+    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, WEFT_HOME: home } });
+  const url = new Promise((res, rej) => {
+    let buf = "";
+    const t = setTimeout(() => rej(new Error("weft serve did not start")), 120_000);
+    proc.stderr.on("data", (d) => {
+      buf += d;
+      const m = buf.match(/listening on (http:\/\/[^\s]+)[^\n]*\n/);
+      if (m) { clearTimeout(t); res(m[1].replace(/\/$/, "")); }
+    });
+    proc.on("exit", (c) => rej(new Error(`weft serve exited (${c}): ${buf}`)));
   });
-  server.on("exit", (c) => rej(new Error(`weft serve exited (${c}): ${buf}`)));
-});
+  return { proc, home, url };
+}
+
+/** Stops a server from `startServer` and removes its home. */
+function stopServer(s) {
+  s.proc.kill();
+  rmSync(s.home, { recursive: true, force: true });
+}
+
+const server = startServer(["--model", `qwen=${model}`, "--model", `smol=${model2}`, "--ctx", "2048"]);
+const base = await server.url;
 log("server", base);
 
 const errors = [];
@@ -217,6 +244,46 @@ try {
   await page.locator("#sessions li:not(.current) button[aria-label^='Delete chat']").click();
   await page.waitForFunction(() => document.querySelectorAll("#sessions li").length === 1);
 
+  // 11. A tool call shown: a second server with `--code-exec` serves an alias of Qwen whose
+  // template puts one worked run_python exchange before the conversation (the 0.5B model
+  // follows an example far more reliably than instructions, as server_code_exec's does).
+  const tools = startServer(["--model", `qwen=${model}`, "--ctx", "4096", "--code-exec"]);
+  try {
+    const tbase = await tools.url;
+    const post = (path, body) => fetch(`${tbase}${path}`, { method: "POST",
+      headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const shown = await (await post("/api/show", { model: "qwen" })).json();
+    assert.ok(shown.template, "/api/show gives the model's template");
+    const created = await post("/api/create", { model: "qwen-calc", from: "qwen", stream: false,
+      template: WORKED_EXAMPLE + shown.template });
+    assert.equal(created.status, 200, await created.text());
+    await page.goto(`${tbase}/`);
+    await page.waitForSelector("body[data-ready=true]");
+    const calc = (await page.locator("#model option").evaluateAll((os) => os.map((o) => o.value)))
+      .find((v) => v.startsWith("qwen-calc"));
+    assert.ok(calc, "the created alias is offered");
+    await page.selectOption("#model", calc);
+    if (!(await page.locator("#settings").isVisible())) await page.click("#toggle-settings");
+    await page.fill("#temperature", "0");
+    await page.fill("#max-tokens", "120");
+    await ask("Use Python to compute the sum of the cubes of 1 to 10.");
+    // The call is shown while it runs or once it finished, then the answer uses its output.
+    await page.waitForSelector(".msg.assistant .tools :text('run_python')", { timeout: 4 * T });
+    await page.waitForFunction(() => {
+      const a = document.querySelectorAll(".msg.assistant");
+      return a.length === 1 && a[0].querySelector(".stats, .error");
+    }, null, { timeout: 4 * T });
+    const activity = await lastAnswer().locator(".tools").innerText();
+    log("tool activity:", JSON.stringify(activity));
+    assert.match(activity, /\u2713 run_python/, `a finished run_python step: ${activity}`);
+    assert.doesNotMatch(activity, /\u2699/, `no progress line is left once the call finished: ${activity}`);
+    a = { text: await lastAnswer().locator(".md").innerText() };
+    assert.match(a.text, /3025/, `tool answer: ${a.text}`);
+    await shot("chat-desktop-dark-tool-call");
+  } finally {
+    stopServer(tools);
+  }
+
   // Icon buttons all have a label.
   const unlabeled = await page.evaluate(() => [...document.querySelectorAll("button")]
     .filter((b) => !b.getAttribute("aria-label") && !b.textContent.trim().match(/[a-z]{2}/i)).length);
@@ -226,6 +293,5 @@ try {
   console.log(JSON.stringify({ ok: true, screenshots: shots }));
 } finally {
   if (browser) await browser.close();
-  server.kill();
-  rmSync(home, { recursive: true, force: true });
+  stopServer(server);
 }

@@ -1,11 +1,12 @@
 //! The chat page at `/` end to end: `tests/browser/chat.mjs` drives Debian's headless Chromium
 //! (playwright-core) against the real `weft serve` serving Qwen2.5-Coder 0.5B and SmolLM2:
 //! streaming, stop, regenerate, edit and resend, a text file and a PDF whose content the
-//! answers use, switching models, sessions kept across a reload, and no console errors.
+//! answers use, switching models, sessions kept across a reload, a `run_python` call shown (a
+//! second server with `--code-exec`), and no console errors.
 //! Screenshots (desktop 1280x800 and phone 390x844) go to `<target>/chat-ui-screenshots/`.
 //!
-//! Needs `node`, `chromium` and `npm ci` in tests/browser; skips loudly when one is missing,
-//! fails under CI.
+//! Needs `node`, `chromium`, `npm ci` in tests/browser and the sandbox runtimes
+//! (`scripts/fetch-sandbox.sh`); skips loudly when one is missing, fails under CI.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -53,6 +54,9 @@ fn chat_page_end_to_end() {
         eprintln!("\n*** SKIPPING the chat page browser test: missing {m} ***\n");
         return;
     }
+    if !weft_sandbox::test_support::runtimes_present("chat_page_end_to_end") {
+        return;
+    }
     let bin = weft_tests::weft_binary();
     // <target>/debug/weft -> <target>/chat-ui-screenshots
     let shots = bin
@@ -67,6 +71,7 @@ fn chat_page_end_to_end() {
         .env("WEFT_MODEL", &qwen)
         .env("WEFT_MODEL2", &smol)
         .env("WEFT_ARTIFACTS", &shots)
+        .env("WEFT_SANDBOX_DIR", weft_sandbox::runtimes::default_dir())
         .output()
         .expect("running node tests/browser/chat.mjs");
     let stdout = String::from_utf8_lossy(&out.stdout);

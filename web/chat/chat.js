@@ -522,8 +522,10 @@ async function generate() {
       } else {
         const line = describeTool(f);
         if (line) {
-          if (f.tool_progress === "finished") reply.tools = reply.tools.filter((t) => !t.startsWith("\u2699"));
-          reply.tools.push(line);
+          // One progress line (writing, running) at a time; it goes when the call finishes,
+          // and the call's result line (skill_step) stays.
+          if (f.tool_progress) reply.tools = reply.tools.filter((t) => !t.startsWith("\u2699"));
+          if (f.tool_progress !== "finished") reply.tools.push(line);
         }
       }
       renderLast();
