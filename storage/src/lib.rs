@@ -1,5 +1,5 @@
-//! weft-storage: the server's persistent state (API keys, users, tenants, settings, audit)
-//! behind one interface, [`Storage`], on one of two backends:
+//! weft-storage: the server's persistent state (API keys, users, tenants, settings, audit,
+//! chat-UI sessions) behind one interface, [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
 //! - Postgres (`postgres://…`), for several replicas sharing state.
@@ -22,6 +22,7 @@ mod audit;
 mod error;
 mod keys;
 mod migrate;
+mod sessions;
 mod settings;
 mod tenants;
 mod users;

@@ -14,12 +14,20 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "chat_sessions",
+        sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),
+        postgres: include_str!("../migrations/postgres/0006_chat_sessions.sql"),
+    },
+];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
     version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

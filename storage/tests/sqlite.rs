@@ -127,3 +127,43 @@ async fn round_trips_on_sqlite() {
     s.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn chat_sessions_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("weft-storage-sessions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("weft.db").display().to_string();
+    let s = Storage::open(&path).await.unwrap();
+    assert_eq!(s.session_messages("s1").await.unwrap(), None);
+    assert!(s.create_session("s1").await.unwrap());
+    assert!(
+        !s.create_session("s1").await.unwrap(),
+        "the id exists already"
+    );
+    assert_eq!(s.session_messages("s1").await.unwrap(), Some(vec![]));
+    let turn = vec![
+        json!({"role": "user", "content": "hi"}),
+        json!({"role": "assistant", "content": "hello"}),
+    ];
+    assert!(s.write_session("s1", &turn, false).await.unwrap());
+    // Without `create`, a missing session is not made.
+    assert!(!s.write_session("s2", &turn, false).await.unwrap());
+    assert_eq!(s.session_messages("s2").await.unwrap(), None);
+    // A shorter conversation replaces the longer one (an edited, resent turn).
+    assert!(s.write_session("s2", &turn, true).await.unwrap());
+    assert!(s.write_session("s2", &turn[..1], false).await.unwrap());
+    s.close().await;
+
+    // Reopened: both sessions are there as written.
+    let s = Storage::open(&path).await.unwrap();
+    assert_eq!(s.session_messages("s1").await.unwrap(), Some(turn.clone()));
+    assert_eq!(
+        s.session_messages("s2").await.unwrap(),
+        Some(turn[..1].to_vec())
+    );
+    assert!(s.delete_session("s1").await.unwrap());
+    assert!(!s.delete_session("s1").await.unwrap());
+    assert_eq!(s.session_messages("s1").await.unwrap(), None);
+    s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -333,6 +333,7 @@ async fn serve(addr: SocketAddr, state: Shared) -> Result<()> {
         st.registry.shutdown();
     })
     .await?;
+    state.sessions.flush().await;
     Ok(())
 }
 

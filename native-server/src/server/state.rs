@@ -1,11 +1,9 @@
 //! What every handler shares: the server settings and the model registry.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
-use weft_core::chat::Message;
 use weft_core::sampler::SamplerConfig;
 use weft_storage::Storage;
 
@@ -39,8 +37,8 @@ pub struct AppState {
     /// How loading the default model at start-up went (`/ready` waits for it).
     pub preload: OnceLock<Result<(), String>>,
     pub started: Instant,
-    /// Chat-UI sessions: id → tracked conversation.
-    pub sessions: Mutex<HashMap<String, Vec<Message>>>,
+    /// Chat-UI sessions: id → tracked conversation, in the storage.
+    pub sessions: super::ui::store::Sessions,
     /// Model jobs (pull, import, quantize), when there is a models directory to write into.
     pub jobs: Option<Arc<super::jobs::ModelJobs>>,
     /// The sandbox (with --code-exec), skills and artifacts.
@@ -69,6 +67,7 @@ impl AppState {
         auth: Auth,
     ) -> Self {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
+        let sessions = super::ui::store::Sessions::new(storage.clone());
         AppState {
             storage,
             auth,
@@ -79,7 +78,7 @@ impl AppState {
             code,
             preload: OnceLock::new(),
             started: Instant::now(),
-            sessions: Mutex::new(HashMap::new()),
+            sessions,
             responses: Arc::new(MemoryStore::default()),
             uploads,
         }

@@ -7,4 +7,5 @@ mod inputs;
 mod limits;
 mod matrix;
 mod replicas;
+mod sessions;
 mod settings;

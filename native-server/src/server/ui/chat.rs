@@ -82,11 +82,9 @@ pub(super) fn remember(
                 .collect(),
         );
     }
-    let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(h) = sessions.get_mut(sid) {
-        *h = conversation.to_vec();
-        h.push(message);
-    }
+    let mut h = conversation.to_vec();
+    h.push(message);
+    st.sessions.save(sid, h, sid == DEFAULT_SESSION);
 }
 
 /// The frame of the client's calls, when the reply made any.
@@ -175,17 +173,17 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         return Err(ApiError::invalid("messages must not be empty").into());
     }
     let conversation = {
-        let mut sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        if sid != DEFAULT_SESSION && !sessions.contains_key(&sid) {
-            return Err(ApiError::not_found(format!(
-                "unknown session {sid:?}; create one with POST /api/sessions"
-            ))
-            .into());
-        }
-        let hist = sessions.entry(sid.clone()).or_default();
-        if b.new_chat {
-            hist.clear();
-        }
+        let hist = match st.sessions.get(&sid).await? {
+            Some(h) => h,
+            None if sid == DEFAULT_SESSION => Vec::new(),
+            None => {
+                return Err(ApiError::not_found(format!(
+                    "unknown session {sid:?}; create one with POST /api/sessions"
+                ))
+                .into())
+            }
+        };
+        let hist = if b.new_chat { Vec::new() } else { hist };
         let starts_with_hist =
             new.len() >= hist.len() && hist.iter().zip(&new).all(|(a, b)| same(a, b));
         if starts_with_hist {

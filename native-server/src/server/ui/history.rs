@@ -26,11 +26,10 @@ pub async fn history(
     State(st): State<Shared>,
     Path(id): Path<String>,
 ) -> Result<Json<SessionHistory>, PlainError> {
-    let sessions = st.sessions.lock().unwrap_or_else(|e| e.into_inner());
-    match sessions.get(&id) {
-        Some(h) => Ok(Json(SessionHistory {
+    match st.sessions.get(&id).await? {
+        Some(messages) => Ok(Json(SessionHistory {
             session_id: id,
-            messages: h.clone(),
+            messages,
         })),
         None => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
     }

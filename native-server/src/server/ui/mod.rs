@@ -7,6 +7,7 @@ pub mod chat;
 mod history;
 mod sessions;
 mod status;
+pub mod store;
 mod tool_loop;
 pub mod types;
 

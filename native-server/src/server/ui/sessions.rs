@@ -1,4 +1,5 @@
-//! Chat-UI sessions: each tracks its conversation so a request may send only the new turn.
+//! Chat-UI sessions: each tracks its conversation so a request may send only the new turn
+//! (kept in the admin storage: `store.rs`).
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -12,13 +13,10 @@ pub const DEFAULT_SESSION: &str = "__default__";
 
 #[utoipa::path(post, path = "/sessions", tag = "chat-ui",
     responses((status = 200, body = SessionCreated)))]
-pub async fn create(State(st): State<Shared>) -> Json<SessionCreated> {
+pub async fn create(State(st): State<Shared>) -> Result<Json<SessionCreated>, PlainError> {
     let id = crate::server::common::ids::unique();
-    st.sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id.clone(), Vec::new());
-    Json(SessionCreated { session_id: id })
+    st.sessions.create(&id).await?;
+    Ok(Json(SessionCreated { session_id: id }))
 }
 
 #[utoipa::path(delete, path = "/sessions/{id}", tag = "chat-ui",
@@ -31,13 +29,8 @@ pub async fn delete(
     if id == DEFAULT_SESSION {
         return Err(ApiError::invalid("the default session cannot be deleted").into());
     }
-    let removed = st
-        .sessions
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&id);
-    match removed {
-        Some(_) => {
+    match st.sessions.delete(&id).await? {
+        true => {
             st.code.drop_session(&id);
             st.uploads.drop_session(&id).await;
             Ok(Json(SessionDeleted {
@@ -45,6 +38,6 @@ pub async fn delete(
                 session_id: id,
             }))
         }
-        None => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
+        false => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
     }
 }

@@ -1,0 +1,179 @@
+//! Where chat-UI sessions live: the admin storage (SQLite or Postgres), so a session survives a
+//! restart and another replica can continue it.
+//!
+//! A finished turn is recorded from inside the reply's stream, which cannot wait for the
+//! database; so writes go through one writer task, in order, and until a session's writes have
+//! landed this replica answers reads of it from memory (`pending`). A reply's next turn on the
+//! same replica therefore always sees it; another replica sees it once written (milliseconds).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use weft_core::chat::Message;
+use weft_storage::Storage;
+
+use crate::server::error::ApiError;
+
+/// What the writer task does, in arrival order.
+enum Write {
+    Create(String, oneshot::Sender<Result<bool, String>>),
+    /// The conversation; whether a missing session is made (the default session's first turn).
+    Save(String, Vec<Message>, bool),
+    Delete(String, oneshot::Sender<Result<bool, String>>),
+    /// Answers once every earlier write has landed.
+    Flush(oneshot::Sender<()>),
+}
+
+/// A session's newest conversation while writes of it are queued.
+struct Pending {
+    writes: usize,
+    messages: Vec<Message>,
+}
+
+/// The chat-UI sessions (see the module comment).
+pub struct Sessions {
+    storage: Storage,
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    writer: OnceLock<mpsc::UnboundedSender<Write>>,
+}
+
+impl Sessions {
+    pub fn new(storage: Storage) -> Self {
+        Sessions {
+            storage,
+            pending: Arc::default(),
+            writer: OnceLock::new(),
+        }
+    }
+
+    /// Starts a new, empty session.
+    pub async fn create(&self, id: &str) -> Result<(), ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Write::Create(id.to_string(), tx));
+        match rx.await {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(ApiError::internal(format!("session id {id} exists"))),
+            Ok(Err(e)) => Err(ApiError::internal(format!("storing the session: {e}"))),
+            Err(_) => Err(ApiError::internal("the session writer stopped")),
+        }
+    }
+
+    /// A session's conversation, or None when there is no such session.
+    pub async fn get(&self, id: &str) -> Result<Option<Vec<Message>>, ApiError> {
+        if let Some(p) = self.lock().get(id) {
+            return Ok(Some(p.messages.clone()));
+        }
+        let stored = self
+            .storage
+            .session_messages(id)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading session {id}: {e}")))?;
+        stored
+            .map(|ms| {
+                ms.into_iter()
+                    .map(|m| {
+                        serde_json::from_value(m).map_err(|e| {
+                            ApiError::internal(format!("a stored message of session {id}: {e}"))
+                        })
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+
+    /// Records a session's conversation without waiting; a missing session is made only with
+    /// `create` (else a reply that ends after its session was deleted would bring it back).
+    pub fn save(&self, id: &str, messages: Vec<Message>, create: bool) {
+        {
+            let mut p = self.lock();
+            let e = p.entry(id.to_string()).or_insert(Pending {
+                writes: 0,
+                messages: Vec::new(),
+            });
+            e.writes += 1;
+            e.messages = messages.clone();
+        }
+        self.send(Write::Save(id.to_string(), messages, create));
+    }
+
+    /// Deletes a session; false when there was none.
+    pub async fn delete(&self, id: &str) -> Result<bool, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Write::Delete(id.to_string(), tx));
+        match rx.await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e)) => Err(ApiError::internal(format!("deleting session {id}: {e}"))),
+            Err(_) => Err(ApiError::internal("the session writer stopped")),
+        }
+    }
+
+    /// Waits for every queued write to land (at shutdown, so no finished turn is lost).
+    pub async fn flush(&self) {
+        if self.writer.get().is_none() {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Write::Flush(tx));
+        let _ = rx.await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a write, starting the writer task on first use (always from inside the runtime).
+    fn send(&self, w: Write) {
+        let tx = self.writer.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(write_all(self.storage.clone(), self.pending.clone(), rx));
+            tx
+        });
+        // The receiver lives as long as the runtime; a send after shutdown has nobody to tell.
+        let _ = tx.send(w);
+    }
+}
+
+/// The writer task: applies writes in order.
+async fn write_all(
+    storage: Storage,
+    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    mut rx: mpsc::UnboundedReceiver<Write>,
+) {
+    while let Some(w) = rx.recv().await {
+        match w {
+            Write::Create(id, done) => {
+                let r = storage.create_session(&id).await;
+                let _ = done.send(r.map_err(|e| e.to_string()));
+            }
+            Write::Save(id, messages, create) => {
+                let json: Vec<Value> = messages
+                    .iter()
+                    .filter_map(|m| serde_json::to_value(m).ok())
+                    .collect();
+                if let Err(e) = storage.write_session(&id, &json, create).await {
+                    tracing::error!(session = %id, "storing the chat session failed: {e}");
+                }
+                let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(e) = p.get_mut(&id) {
+                    e.writes -= 1;
+                    if e.writes == 0 {
+                        p.remove(&id);
+                    }
+                }
+            }
+            Write::Flush(done) => {
+                let _ = done.send(());
+            }
+            Write::Delete(id, done) => {
+                let r = storage.delete_session(&id).await;
+                pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                let _ = done.send(r.map_err(|e| e.to_string()));
+            }
+        }
+    }
+}

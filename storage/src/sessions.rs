@@ -1,0 +1,100 @@
+//! Chat-UI sessions: an id and its conversation, one row per message (as JSON: the storage
+//! does not interpret messages). A conversation is written whole, in one transaction, so a
+//! reader sees either the old turn or the new one.
+
+use serde_json::Value;
+
+use crate::{now, Get, Result, Storage, StorageError};
+
+impl Storage {
+    /// Records a new, empty session; false when the id exists already.
+    pub async fn create_session(&self, id: &str) -> Result<bool> {
+        let at = now();
+        let sql = "INSERT INTO chat_sessions (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO NOTHING";
+        on_pool!(self, |p| {
+            let r = sqlx::query(sql).bind(id).bind(at).execute(p).await?;
+            Ok(r.rows_affected() == 1)
+        })
+    }
+
+    /// A session's conversation, oldest message first; None when there is no such session.
+    pub async fn session_messages(&self, id: &str) -> Result<Option<Vec<Value>>> {
+        let exists = "SELECT 1 AS one FROM chat_sessions WHERE id = $1";
+        let sql = "SELECT message FROM chat_messages WHERE session_id = $1 ORDER BY seq";
+        let rows: Option<Vec<String>> = on_pool!(self, |p| {
+            if sqlx::query(exists)
+                .bind(id)
+                .fetch_optional(p)
+                .await?
+                .is_none()
+            {
+                return Ok::<_, StorageError>(None);
+            }
+            let rows = sqlx::query(sql).bind(id).fetch_all(p).await?;
+            let messages = rows
+                .iter()
+                .map(|r| r.text("message"))
+                .collect::<Result<Vec<String>>>()?;
+            Ok::<_, StorageError>(Some(messages))
+        })?;
+        rows.map(|rows| {
+            rows.iter()
+                .map(|m| {
+                    serde_json::from_str(m)
+                        .map_err(|e| StorageError::Corrupt(format!("session {id}: {e}")))
+                })
+                .collect()
+        })
+        .transpose()
+    }
+
+    /// Replaces a session's conversation; with `create`, a missing session is made, else
+    /// nothing is written for it (a reply that ended after its session was deleted). Returns
+    /// whether it wrote.
+    pub async fn write_session(&self, id: &str, messages: &[Value], create: bool) -> Result<bool> {
+        let at = now();
+        let upsert = "INSERT INTO chat_sessions (id, created_at, updated_at) VALUES ($1, $2, $2) ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at";
+        let touch = "UPDATE chat_sessions SET updated_at = $2 WHERE id = $1";
+        let clear = "DELETE FROM chat_messages WHERE session_id = $1";
+        let insert = "INSERT INTO chat_messages (session_id, seq, message) VALUES ($1, $2, $3)";
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let r = sqlx::query(if create { upsert } else { touch })
+                .bind(id)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+            if r.rows_affected() == 0 {
+                return Ok(false);
+            }
+            sqlx::query(clear).bind(id).execute(&mut *tx).await?;
+            for (seq, m) in messages.iter().enumerate() {
+                sqlx::query(insert)
+                    .bind(id)
+                    .bind(seq as i64)
+                    .bind(m.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    /// Deletes a session and its messages; false when there was none.
+    pub async fn delete_session(&self, id: &str) -> Result<bool> {
+        let sql = "DELETE FROM chat_sessions WHERE id = $1";
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            // Postgres cascades too; deleting the messages first keeps SQLite files that were
+            // opened without foreign keys consistent as well.
+            sqlx::query("DELETE FROM chat_messages WHERE session_id = $1")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            let r = sqlx::query(sql).bind(id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(r.rows_affected() == 1)
+        })
+    }
+}
