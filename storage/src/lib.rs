@@ -1,4 +1,4 @@
-//! weft-storage: the server's persistent state (API keys, users, tenants, settings, audit)
+//! weft-storage: the server's persistent state (API keys, users, tenants, settings, moderation rules, audit)
 //! behind one interface, [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
@@ -22,6 +22,7 @@ mod audit;
 mod error;
 mod keys;
 mod migrate;
+mod moderation;
 mod settings;
 mod tenants;
 mod users;
@@ -36,6 +37,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use audit::{AuditEntry, NewAudit};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
+pub use moderation::{ModerationRule, NewRule};
 pub use tenants::{NewTenant, Tenant};
 pub use users::{NewUser, User, UserPatch};
 
