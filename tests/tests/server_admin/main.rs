@@ -5,6 +5,8 @@
 mod harness;
 mod inputs;
 mod limits;
+mod logs;
 mod matrix;
+mod moderation;
 mod replicas;
 mod settings;

@@ -45,9 +45,9 @@ pub struct Moderation {
 pub struct Screen {
     rules: Arc<RuleSet>,
     storage: Storage,
-    /// Rules already flagged for this request (one audit row per rule, however many times a
-    /// tool loop rebuilds the prompt or the output repeats the match).
-    flagged: Mutex<HashSet<String>>,
+    /// Rules already flagged for this request, with the side (one audit row per rule and
+    /// side, however many times a tool loop rebuilds the prompt or the output repeats it).
+    flagged: Mutex<HashSet<(String, &'static str)>>,
     /// The runtime flags are written on (the output filter runs on the scheduler's thread).
     rt: tokio::runtime::Handle,
 }
@@ -109,7 +109,12 @@ impl Moderation {
 
 impl Screen {
     /// Acts on `hits`: flags are recorded, and the first block is the error returned.
-    fn act(&self, ctx: &RequestCtx, hits: &[&Rule], applies_to: &str) -> Result<(), String> {
+    fn act(
+        &self,
+        ctx: &RequestCtx,
+        hits: &[&Rule],
+        applies_to: &'static str,
+    ) -> Result<(), String> {
         for r in hits.iter().filter(|r| r.action == Action::Flag) {
             self.flag(ctx, r, applies_to);
         }
@@ -123,12 +128,12 @@ impl Screen {
     }
 
     /// Writes the flag's audit row (once per rule and request), off the caller's thread.
-    fn flag(&self, ctx: &RequestCtx, rule: &Rule, applies_to: &str) {
+    fn flag(&self, ctx: &RequestCtx, rule: &Rule, applies_to: &'static str) {
         let first = self
             .flagged
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(rule.id.clone());
+            .insert((rule.id.clone(), applies_to));
         if !first {
             return;
         }
