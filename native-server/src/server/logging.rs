@@ -51,7 +51,10 @@ pub fn init(format: LogFormat, filter: &str) {
             let b = b.with_filter_reloading();
             let h = b.reload_handle();
             let ok = b.try_init().is_ok();
-            (Box::new(move |f| h.reload(f).map_err(|e| e.to_string())), ok)
+            (
+                Box::new(move |f| h.reload(f).map_err(|e| e.to_string())),
+                ok,
+            )
         }
         LogFormat::Json => {
             let b = b
@@ -61,7 +64,10 @@ pub fn init(format: LogFormat, filter: &str) {
                 .with_filter_reloading();
             let h = b.reload_handle();
             let ok = b.try_init().is_ok();
-            (Box::new(move |f| h.reload(f).map_err(|e| e.to_string())), ok)
+            (
+                Box::new(move |f| h.reload(f).map_err(|e| e.to_string())),
+                ok,
+            )
         }
     };
     if ok {

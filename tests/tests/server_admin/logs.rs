@@ -47,7 +47,10 @@ fn logs_stream(db: &Db) {
     let mut seen = String::new();
     let event = loop {
         let mut line = String::new();
-        assert!(lines.read_line(&mut line).unwrap() > 0, "stream ended: {seen}");
+        assert!(
+            lines.read_line(&mut line).unwrap() > 0,
+            "stream ended: {seen}"
+        );
         seen.push_str(&line);
         let Some(data) = line.trim().strip_prefix("data:") else {
             continue;
@@ -64,7 +67,10 @@ fn logs_stream(db: &Db) {
     assert_eq!(event["model"], "smol", "{event}");
     assert_eq!(event["status"], 200, "{event}");
     assert_eq!(event["prompt_tokens"], usage["prompt_tokens"], "{event}");
-    assert_eq!(event["completion_tokens"], usage["completion_tokens"], "{event}");
+    assert_eq!(
+        event["completion_tokens"], usage["completion_tokens"],
+        "{event}"
+    );
     assert!(event["latency_ms"].is_u64(), "{event}");
     assert!(!seen.contains(&user) && !seen.contains(&admin), "{seen}");
     assert!(seen.contains("event: log"), "{seen}");

@@ -26,7 +26,8 @@ const SKY: &str = "What color is the sky?";
 
 /// Adds a rule; returns its id.
 pub fn add_rule(c: &Client, admin: &str, pattern: &str, action: &str, applies_to: &str) -> String {
-    let body = json!({"pattern": pattern, "kind": "keyword", "action": action, "applies_to": applies_to});
+    let body =
+        json!({"pattern": pattern, "kind": "keyword", "action": action, "applies_to": applies_to});
     let r = call(
         c,
         admin,
@@ -138,7 +139,10 @@ fn moderation_blocks_and_flags(db: &Db) {
         assert!(error.contains(&blue), "{what}: {error}");
         assert!(!text.to_lowercase().contains("blu"), "{what}: {text}");
         if stream {
-            assert!(text.contains("sky"), "{what}: the text before the match: {text}");
+            assert!(
+                text.contains("sky"),
+                "{what}: the text before the match: {text}"
+            );
         }
         // Flag: the reply goes through.
         let r = ask(&c, &user, surface, "Say the word hello.", stream);
@@ -167,19 +171,40 @@ fn moderation_blocks_and_flags(db: &Db) {
     for f in &flags {
         assert_eq!(f["details"]["rule"], hello.as_str(), "{f}");
         assert_eq!(f["actor"], user_id.as_str(), "{f}");
-        assert!(!f.to_string().to_lowercase().contains("say the word"), "{f}");
+        assert!(
+            !f.to_string().to_lowercase().contains("say the word"),
+            "{f}"
+        );
     }
 
     // The `moderation` setting off: the rules stay but do not apply; on again, they do.
-    let off = call(&c, &admin, "PATCH", "/api/v1/settings", Some(r#"{"moderation": false}"#));
+    let off = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"moderation": false}"#),
+    );
     assert_eq!(off.status, 200, "{}", off.body);
     assert_eq!(ask(&c, &user, "openai", "forbidden", false).status, 200);
-    let on = call(&c, &admin, "PATCH", "/api/v1/settings", Some(r#"{"moderation": null}"#));
+    let on = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"moderation": null}"#),
+    );
     assert_eq!(on.status, 200, "{}", on.body);
     assert_eq!(ask(&c, &user, "openai", "forbidden", false).status, 400);
 
     // Deleted: no longer applied.
-    let r = call(&c, &admin, "DELETE", &format!("/api/v1/moderation/rules/{forbid}"), None);
+    let r = call(
+        &c,
+        &admin,
+        "DELETE",
+        &format!("/api/v1/moderation/rules/{forbid}"),
+        None,
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(ask(&c, &user, "openai", "forbidden", false).status, 200);
 }
@@ -193,16 +218,34 @@ fn moderation_rule_inputs(db: &Db) {
         json!({"pattern": p, "kind": k, "action": a, "applies_to": t}).to_string()
     };
     let cases: Vec<(String, &str)> = vec![
-        (rule("(unclosed", "regex", "block", "input"), "unclosed group"),
-        (rule("a{1000}{1000}", "regex", "block", "input"), "size limit"),
+        (
+            rule("(unclosed", "regex", "block", "input"),
+            "unclosed group",
+        ),
+        (
+            rule("a{1000}{1000}", "regex", "block", "input"),
+            "size limit",
+        ),
         (rule("x*", "regex", "block", "input"), "empty"),
         (rule("x", "glob", "block", "input"), "unknown kind"),
         (rule("x", "keyword", "warn", "input"), "unknown action"),
-        (rule("x", "keyword", "block", "everything"), "unknown applies_to"),
+        (
+            rule("x", "keyword", "block", "everything"),
+            "unknown applies_to",
+        ),
         (rule("  ", "keyword", "block", "input"), "pattern"),
-        (rule(&"x".repeat(1001), "keyword", "block", "input"), "pattern"),
-        (r#"{"pattern": "x", "kind": "keyword"}"#.into(), "missing field"),
-        (r#"{"pattern": 5, "kind": "keyword", "action": "block", "applies_to": "input"}"#.into(), "invalid type"),
+        (
+            rule(&"x".repeat(1001), "keyword", "block", "input"),
+            "pattern",
+        ),
+        (
+            r#"{"pattern": "x", "kind": "keyword"}"#.into(),
+            "missing field",
+        ),
+        (
+            r#"{"pattern": 5, "kind": "keyword", "action": "block", "applies_to": "input"}"#.into(),
+            "invalid type",
+        ),
         ("{oops".into(), ""),
     ];
     for (body, says) in &cases {
@@ -211,23 +254,62 @@ fn moderation_rule_inputs(db: &Db) {
         let msg = r.json()["error"].as_str().unwrap().to_string();
         assert!(msg.contains(says), "{body}: {msg}");
     }
-    let r = call(&c, &admin, "DELETE", "/api/v1/moderation/rules/rule_nope", None);
+    let r = call(
+        &c,
+        &admin,
+        "DELETE",
+        "/api/v1/moderation/rules/rule_nope",
+        None,
+    );
     assert_eq!(r.status, 404, "{}", r.body);
     assert!(r.json()["error"].is_string(), "{}", r.body);
     // Admin only.
-    let r = call(&c, &user, "POST", "/api/v1/moderation/rules", Some(&rule("x", "keyword", "block", "input")));
+    let r = call(
+        &c,
+        &user,
+        "POST",
+        "/api/v1/moderation/rules",
+        Some(&rule("x", "keyword", "block", "input")),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
-    assert_eq!(call(&c, &user, "GET", "/api/v1/moderation/rules", None).status, 403);
+    assert_eq!(
+        call(&c, &user, "GET", "/api/v1/moderation/rules", None).status,
+        403
+    );
     // A valid regex rule works on raw prompts too (completions and Ollama generate).
-    let r = call(&c, &admin, "POST", "/api/v1/moderation/rules", Some(&rule(r"\bsecret-\d+\b", "regex", "block", "input")));
+    let r = call(
+        &c,
+        &admin,
+        "POST",
+        "/api/v1/moderation/rules",
+        Some(&rule(r"\bsecret-\d+\b", "regex", "block", "input")),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
-    let r = call(&c, &user, "POST", "/v1/completions", Some(r#"{"model": "smol", "prompt": "the code is secret-42", "max_tokens": 2}"#));
+    let r = call(
+        &c,
+        &user,
+        "POST",
+        "/v1/completions",
+        Some(r#"{"model": "smol", "prompt": "the code is secret-42", "max_tokens": 2}"#),
+    );
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "content_policy_violation");
-    let r = call(&c, &user, "POST", "/api/generate", Some(r#"{"model": "smol", "prompt": "the code is secret-42", "stream": false}"#));
+    let r = call(
+        &c,
+        &user,
+        "POST",
+        "/api/generate",
+        Some(r#"{"model": "smol", "prompt": "the code is secret-42", "stream": false}"#),
+    );
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.json()["error"].is_string(), "{}", r.body);
-    let r = call(&c, &user, "POST", "/v1/completions", Some(r#"{"model": "smol", "prompt": "the code is secret-x", "max_tokens": 2}"#));
+    let r = call(
+        &c,
+        &user,
+        "POST",
+        "/v1/completions",
+        Some(r#"{"model": "smol", "prompt": "the code is secret-x", "max_tokens": 2}"#),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     // The server keeps serving.
     assert_eq!(call(&c, "", "GET", "/health", None).status, 200);

@@ -54,10 +54,22 @@ fn moderation_rules_reach_the_other_replica() {
     let status_on_b = || call(&cb, admin, "POST", "/v1/chat/completions", Some(body)).status;
     assert_eq!(status_on_b(), 200);
     crate::moderation::add_rule(&ca, admin, "forbidden", "block", "input");
-    assert!(eventually(|| status_on_b() == 400), "the rule never applied on B");
-    let r = call(&ca, admin, "PATCH", "/api/v1/settings", Some(r#"{"moderation": false}"#));
+    assert!(
+        eventually(|| status_on_b() == 400),
+        "the rule never applied on B"
+    );
+    let r = call(
+        &ca,
+        admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"moderation": false}"#),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
-    assert!(eventually(|| status_on_b() == 200), "moderation stayed on on B");
+    assert!(
+        eventually(|| status_on_b() == 200),
+        "moderation stayed on on B"
+    );
 }
 
 /// Whether `f` holds within 10 s, trying every 250 ms.

@@ -62,7 +62,10 @@ impl OutputFilter {
 
     fn check(&mut self, new_from: usize, end: bool) -> Step {
         let Some(screen) = &self.ctx.screen else {
-            return Step::Pass(self.release(self.text.len()), std::mem::take(&mut self.tokens));
+            return Step::Pass(
+                self.release(self.text.len()),
+                std::mem::take(&mut self.tokens),
+            );
         };
         let hits = screen.rules.output_hits(&self.text, new_from);
         let rules: Vec<_> = hits.iter().map(|h| h.rule).collect();
@@ -99,5 +102,66 @@ impl OutputFilter {
         let out = self.text[self.sent..upto].to_string();
         self.sent = upto;
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::moderation::Moderation;
+
+    fn rule(pattern: &str, action: &str) -> weft_storage::NewRule {
+        weft_storage::NewRule {
+            pattern: pattern.into(),
+            kind: "keyword".into(),
+            action: action.into(),
+            applies_to: "output".into(),
+        }
+    }
+
+    /// Output streamed in `pieces` through a filter with a block rule on "blue": what is
+    /// delivered, and whether it was blocked.
+    #[tokio::test]
+    async fn a_keyword_split_across_deltas_is_held_back_and_blocked() {
+        let path = std::env::temp_dir().join(format!("weft-mod-{}.db", std::process::id()));
+        let storage = weft_storage::Storage::sqlite(&path).await.unwrap();
+        storage.create_rule(rule("blue", "block")).await.unwrap();
+        let m = Moderation::new(storage);
+        m.reload().await.unwrap();
+        let run = |pieces: &[&str]| {
+            let ctx = Arc::new(RequestCtx::new(
+                "r".into(),
+                "POST".into(),
+                "/".into(),
+                m.screen(),
+            ));
+            let mut f = OutputFilter::for_request(&ctx).unwrap();
+            let mut out = String::new();
+            for p in pieces {
+                match f.push(p, Vec::new()) {
+                    Step::Pass(t, _) => out.push_str(&t),
+                    Step::Block(t, _) => return (out + &t, true),
+                }
+            }
+            match f.finish() {
+                Step::Pass(t, _) => (out + &t, false),
+                Step::Block(t, _) => (out + &t, true),
+            }
+        };
+        assert_eq!(
+            run(&["The sky is ", "b", "l", "ue", " today"]),
+            ("The sky is ".to_string(), true)
+        );
+        assert_eq!(run(&["BLUE"]), (String::new(), true));
+        // Held text is released as the output moves on, and all of it at the end.
+        assert_eq!(
+            run(&["a bl", "ack cat, bl"]),
+            ("a black cat, bl".to_string(), false)
+        );
+        // Multi-byte text is cut on character boundaries.
+        assert_eq!(run(&["ééé", "é blé"]), ("éééé blé".to_string(), false));
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", path.display()));
+        }
     }
 }

@@ -90,17 +90,15 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRule>) -> Ch
     st.moderation.reload().await?;
     // The pattern is not secret, but it may quote the very text it is meant to catch: the
     // audit row names the rule, not its pattern.
-    let details = json!({"rule_id": r.id, "kind": r.kind, "action": r.action, "applies_to": r.applies_to});
+    let details =
+        json!({"rule_id": r.id, "kind": r.kind, "action": r.action, "applies_to": r.applies_to});
     changed(StatusCode::CREATED, details, RuleInfo::from(r))
 }
 
 #[utoipa::path(delete, path = "/moderation/rules/{id}", tag = "admin",
     params(("id" = String, Path, description = "The rule's id")),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
-async fn delete(
-    State(st): State<Shared>,
-    Path(id): Path<String>,
-) -> Changed<serde_json::Value> {
+async fn delete(State(st): State<Shared>, Path(id): Path<String>) -> Changed<serde_json::Value> {
     st.storage.delete_rule(&id).await?;
     st.moderation.reload().await?;
     changed(

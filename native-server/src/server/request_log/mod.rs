@@ -48,6 +48,17 @@ pub struct RequestCtx {
 }
 
 impl RequestCtx {
+    pub fn new(id: String, method: String, route: String, screen: Option<Screen>) -> Self {
+        RequestCtx {
+            id,
+            method,
+            route,
+            actor: Mutex::new(None),
+            usage: Mutex::new(Usage::default()),
+            screen,
+        }
+    }
+
     /// The key id (or `env` / `open`) the auth layer accepted.
     pub fn set_actor(&self, actor: &str) {
         *self.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor.to_string());
@@ -93,14 +104,12 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let ctx = Arc::new(RequestCtx {
+    let ctx = Arc::new(RequestCtx::new(
         id,
-        method: req.method().to_string(),
-        route: req.uri().path().to_string(),
-        actor: Mutex::new(None),
-        usage: Mutex::new(Usage::default()),
-        screen: st.moderation.screen(),
-    });
+        req.method().to_string(),
+        req.uri().path().to_string(),
+        st.moderation.screen(),
+    ));
     req.extensions_mut().insert(ctx.clone());
     let res = CURRENT.scope(ctx.clone(), next.run(req)).await;
     let done = Finished {
