@@ -10,6 +10,60 @@ use crate::harness::{api_key, call, Db};
 use crate::on_both;
 
 on_both!(logs_stream, logs_stream_sqlite, logs_stream_postgres);
+on_both!(
+    logging_level_live,
+    logging_level_live_sqlite,
+    logging_level_live_postgres
+);
+
+/// The `logging_level` setting: validated, and applied to the running server's log at once.
+fn logging_level_live(db: &Db) {
+    let admin = db.cli_key("admin");
+    let server = db.serve(&[]);
+    let c = server.client();
+    let debug_lines = || server.log().iter().filter(|l| l.contains("DEBUG")).count();
+    assert_eq!(call(&c, &admin, "GET", "/v1/models", None).status, 200);
+    if std::env::var_os("RUST_LOG").is_none() {
+        assert_eq!(debug_lines(), 0, "{:?}", server.log());
+    }
+    for bad in [
+        r#"{"logging_level": "info,[[["}"#,
+        r#"{"logging_level": 3}"#,
+        r#"{"logging_level": ""}"#,
+    ] {
+        let r = call(&c, &admin, "PATCH", "/api/v1/settings", Some(bad));
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert!(
+            r.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("logging_level"),
+            "{}",
+            r.body
+        );
+    }
+    let r = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"logging_level": "debug"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["logging_level"], "debug");
+    let body =
+        r#"{"model": "smol", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}"#;
+    assert_eq!(
+        call(&c, &admin, "POST", "/v1/chat/completions", Some(body)).status,
+        200
+    );
+    // The log is read from the server's stderr by another thread: wait for it (bounded).
+    let t0 = std::time::Instant::now();
+    while debug_lines() == 0 && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(debug_lines() > 0, "{:?}", server.log());
+}
 
 fn logs_stream(db: &Db) {
     let admin = db.cli_key("admin");
