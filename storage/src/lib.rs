@@ -1,5 +1,6 @@
-//! weft-storage: the server's persistent state (API keys, users, tenants, settings, audit,
-//! chat-UI sessions) behind one interface, [`Storage`], on one of two backends:
+//! weft-storage: the server's persistent state (API keys, users, tenants, settings,
+//! moderation rules, audit, chat-UI sessions) behind one interface, [`Storage`], on one of two
+//! backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
 //! - Postgres (`postgres://…`), for several replicas sharing state.
@@ -22,6 +23,7 @@ mod audit;
 mod error;
 mod keys;
 mod migrate;
+mod moderation;
 mod sessions;
 mod settings;
 mod tenants;
@@ -37,6 +39,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use audit::{AuditEntry, NewAudit};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
+pub use moderation::{ModerationRule, NewRule};
 pub use tenants::{NewTenant, Tenant};
 pub use users::{NewUser, User, UserPatch};
 

@@ -22,6 +22,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0001_init.sql"),
     },
     Migration {
+        version: 2,
+        name: "moderation",
+        sqlite: include_str!("../migrations/sqlite/0002_moderation.sql"),
+        postgres: include_str!("../migrations/postgres/0002_moderation.sql"),
+    },
+    Migration {
         version: 6,
         name: "chat_sessions",
         sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),

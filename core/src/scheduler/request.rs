@@ -88,6 +88,9 @@ pub enum Failure {
     /// The engine failed while running the request: the server's fault.
     #[error("inference failed: {0}")]
     Engine(String),
+    /// A filter outside the engine (the server's moderation rules) stopped the output.
+    #[error("{0}")]
+    Blocked(String),
 }
 
 /// Figures of a finished request.

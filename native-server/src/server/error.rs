@@ -73,6 +73,11 @@ impl ApiError {
         )
     }
 
+    /// 400 `content_policy_violation`: a moderation rule blocked the request or its output.
+    pub fn policy(msg: impl Into<String>) -> Self {
+        Self::invalid_code("content_policy_violation", msg)
+    }
+
     /// 400 with a specific code (e.g. `context_length_exceeded`).
     pub fn invalid_code(code: &'static str, msg: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", code, msg)
@@ -242,6 +247,7 @@ impl From<Failure> for ApiError {
             Failure::ShuttingDown => ApiError::unavailable(msg),
             Failure::Rejected(_) => ApiError::invalid(msg),
             Failure::Engine(_) => ApiError::internal(msg),
+            Failure::Blocked(_) => ApiError::policy(msg),
         }
     }
 }

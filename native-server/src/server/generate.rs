@@ -12,6 +12,8 @@ use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInf
 
 use super::common::tool_choice::Offered;
 use super::error::ApiError;
+use super::moderation::output::{OutputFilter, Step};
+use super::request_log::{self, RequestCtx};
 use super::state::AppState;
 use crate::registry::{Lease, Loaded};
 
@@ -58,10 +60,33 @@ struct ChannelSink {
     /// The request's span (request id, route), entered to log how the sequence ended.
     span: tracing::Span,
     model: String,
+    /// The request's context: its token counts are added here for the request log.
+    ctx: Option<Arc<RequestCtx>>,
+    /// Output moderation, when the request's rules check output.
+    filter: Option<OutputFilter>,
+    /// An output rule blocked the sequence: later events are not sent.
+    blocked: bool,
 }
 
 impl EventSink for ChannelSink {
     fn send(&mut self, event: Event) -> bool {
+        if let (Event::Done(s), Some(ctx)) = (&event, &self.ctx) {
+            let prompt = if self.index == 0 { s.prompt_tokens } else { 0 };
+            ctx.add_usage(&self.model, prompt, s.completion_tokens);
+        }
+        if self.blocked {
+            return false;
+        }
+        let event = match self.moderate(event) {
+            Ok(e) => e,
+            Err(shown) => {
+                self.blocked = true;
+                for e in shown {
+                    let _ = self.tx.send((self.index, e));
+                }
+                return false;
+            }
+        };
         match &event {
             Event::Done(s) => self.span.in_scope(|| {
                 tracing::info!(
@@ -85,13 +110,57 @@ impl EventSink for ChannelSink {
         self.tx.send((self.index, event)).is_ok()
     }
     fn is_closed(&self) -> bool {
-        self.tx.is_closed()
+        self.blocked || self.tx.is_closed()
+    }
+}
+
+impl ChannelSink {
+    /// Runs output text through the moderation filter: `Ok` with the event to send (its text
+    /// possibly held back in part), or `Err` with the events that end a blocked sequence.
+    fn moderate(&mut self, event: Event) -> Result<Event, Vec<Event>> {
+        let Some(f) = self.filter.as_mut() else {
+            return Ok(event);
+        };
+        let (step, done) = match event {
+            Event::Delta { text, tokens } => (f.push(&text, tokens), None),
+            Event::Done(s) => (f.finish(), Some(s)),
+            other => return Ok(other),
+        };
+        match step {
+            Step::Pass(text, tokens) => match done {
+                Some(s) => {
+                    if !text.is_empty() || !tokens.is_empty() {
+                        let _ = self.tx.send((self.index, Event::Delta { text, tokens }));
+                    }
+                    Ok(Event::Done(s))
+                }
+                None => Ok(Event::Delta { text, tokens }),
+            },
+            Step::Block(text, msg) => {
+                self.span.in_scope(|| {
+                    tracing::info!(model = %self.model, choice = self.index, "output blocked by moderation")
+                });
+                let mut out = Vec::new();
+                if !text.is_empty() {
+                    out.push(Event::Delta {
+                        text,
+                        tokens: Vec::new(),
+                    });
+                }
+                out.push(Event::Failed(Failure::Blocked(msg)));
+                Err(out)
+            }
+        }
     }
 }
 
 /// Submits the request (`n` sequences). Dropping the stream cancels them.
+///
+/// Output moderation and the request log's token counts hook in here, once for every surface:
+/// the sink filters each sequence's text with the current request's rules.
 pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
+    let ctx = request_log::current();
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {
@@ -110,6 +179,9 @@ pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
                 index,
                 span: tracing::Span::current(),
                 model: model.name.clone(),
+                filter: ctx.as_ref().and_then(OutputFilter::for_request),
+                ctx: ctx.clone(),
+                blocked: false,
             }),
         };
         let handle = model.handle.as_ref().ok_or_else(not_generative)?;
@@ -190,6 +262,8 @@ pub fn chat_prompt(
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must not be empty"));
     }
+    // Input moderation for every chat surface: the user's messages, before anything runs.
+    super::moderation::check_messages(messages)?;
     let template = model.template().ok_or_else(|| {
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
@@ -226,7 +300,7 @@ pub fn chat_prompt(
         (true, true) => Reasoning::Open,
     };
     Ok(ChatPrompt {
-        ids: text_prompt(model, &text),
+        ids: model.tokenizer.encode_prompt(&text, true),
         reasoning,
     })
 }
@@ -281,11 +355,13 @@ pub fn constrained_chat_prompt(
     Ok(prompt)
 }
 
-/// Tokenizes prompt text with the one BOS rule ([`Tokenizer::encode_prompt`]
+/// A raw prompt the user wrote (completions, Ollama's `raw`): checked by the input moderation
+/// rules, then tokenized with the one BOS rule ([`Tokenizer::encode_prompt`]
 /// (weft_core::tokenizer::Tokenizer::encode_prompt)): BOS when the model wants one and the text
 /// does not already start with it.
-pub fn text_prompt(model: &Loaded, text: &str) -> Vec<u32> {
-    model.tokenizer.encode_prompt(text, true)
+pub fn text_prompt(model: &Loaded, text: &str) -> Result<Vec<u32>, ApiError> {
+    super::moderation::check_text(text)?;
+    Ok(model.tokenizer.encode_prompt(text, true))
 }
 
 /// Tokens to generate: the request's value (or the server default), capped by `--max-tokens`

@@ -8,7 +8,9 @@
 //!
 //! `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
 //! audit of admin changes; persistent state (keys, users, tenants, settings, audit) is in the
-//! `weft-storage` crate (SQLite or Postgres).
+//! `weft-storage` crate (SQLite or Postgres). `request_log/` wraps every request (outside
+//! auth): its context (key id, model, tokens, moderation rules) and the event it sends to
+//! `/api/v1/logs/stream` when it ends; `moderation/` checks input and output against the rules.
 //!
 //! They all translate to one internal request ([`generate::GenRequest`]) and read one event
 //! stream; inference (batching, sampling, stop strings, prefix reuse) lives in
@@ -30,10 +32,12 @@ mod extract;
 mod generate;
 pub mod jobs;
 pub mod logging;
+mod moderation;
 mod ollama;
 mod openai;
 mod openapi;
 mod ops;
+mod request_log;
 mod skills;
 mod state;
 mod stream;
@@ -80,6 +84,10 @@ pub fn router(state: Shared) -> Router {
             backend_header,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_log::layer,
+        ))
         .with_state(state);
     logging::layer(app)
 }
@@ -115,6 +123,8 @@ pub fn state(
 pub async fn start_settings(state: &Shared) -> Result<(), ApiError> {
     admin::settings::reload(state).await?;
     admin::settings::spawn_sync(state.clone());
+    state.moderation.reload().await?;
+    state.moderation.clone().spawn_sync();
     Ok(())
 }
 

@@ -52,6 +52,10 @@ pub struct AppState {
     pub auth: Auth,
     /// Sampling defaults from the admin settings (below request and operator values).
     pub defaults: RwLock<SamplingFields>,
+    /// Moderation rules and the `moderation` setting.
+    pub moderation: Arc<super::moderation::Moderation>,
+    /// Finished requests, for `/api/v1/logs/stream`.
+    pub logs: super::request_log::LogBus,
 }
 
 /// The handle handlers get.
@@ -69,6 +73,8 @@ impl AppState {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         let sessions = super::ui::store::Sessions::new(storage.clone());
         AppState {
+            moderation: Arc::new(super::moderation::Moderation::new(storage.clone())),
+            logs: Default::default(),
             storage,
             auth,
             defaults: RwLock::new(SamplingFields::default()),

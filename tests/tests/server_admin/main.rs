@@ -5,7 +5,9 @@
 mod harness;
 mod inputs;
 mod limits;
+mod logs;
 mod matrix;
+mod moderation;
 mod replicas;
 mod sessions;
 mod settings;

@@ -56,6 +56,15 @@ fn admin_routes(n: usize) -> Vec<Route> {
         r("GET", "/api/v1/tenants/tenant_missing", None),
         r("GET", "/api/v1/audit", None),
         r("GET", "/api/v1/models/library", None),
+        r("GET", "/api/v1/moderation/rules", None),
+        r(
+            "POST",
+            "/api/v1/moderation/rules",
+            Some(
+                json!({"pattern": format!("w{n}"), "kind": "keyword", "action": "flag", "applies_to": "input"}),
+            ),
+        ),
+        r("DELETE", "/api/v1/moderation/rules/rule_missing", None),
     ]
 }
 

@@ -1,11 +1,13 @@
 //! The admin plane, under `/api/v1` (the reference peer's routes): models and model jobs
-//! (`server/jobs/`), keys, users, tenants, settings, the audit log and `about`. Who may call
+//! (`server/jobs/`), keys, users, tenants, settings, moderation rules (`server/moderation/`), the request-log
+//! stream, the audit log and `about`. Who may call
 //! them is decided by the auth layer (`server/auth/`), not here; every change is audited there.
 
 mod about;
 mod audit;
-mod common;
+pub mod common;
 pub mod keys;
+mod logs;
 mod models;
 pub mod settings;
 mod tenants;
@@ -24,6 +26,8 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .merge(about::routes())
         .merge(audit::routes())
         .merge(keys::routes())
+        .merge(logs::routes())
+        .merge(crate::server::moderation::routes::routes())
         .merge(settings::routes())
         .merge(tenants::routes())
         .merge(users::routes())

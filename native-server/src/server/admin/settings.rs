@@ -1,8 +1,11 @@
 //! `GET/POST/PATCH /api/v1/settings`: the server's persisted settings, validated against a
 //! fixed schema (an unknown key or a wrong type is a 400). The sampling settings are the
 //! defaults used when neither the request nor the operator's `weft serve` flags set a value;
-//! they apply to the next request. Replicas sharing a database poll it every
-//! [`POLL`] and pick up changes made elsewhere.
+//! they apply to the next request. `moderation` (on/off; unset: on) switches the moderation
+//! rules for requests that arrive from then on; `logging_level` (an env-filter directive such
+//! as `debug` or `info,weft_server=trace`; unset: the start-up filter) is applied to the
+//! running server's log at once. Replicas sharing a database poll it every [`POLL`] and pick
+//! up changes made elsewhere.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +21,7 @@ use super::common::{changed, Changed};
 use crate::server::common::sampling::{resolve_with, Precedence, SamplingFields};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::logging;
 use crate::server::state::Shared;
 
 /// How often a replica looks for settings changed by another.
@@ -27,6 +31,8 @@ pub const POLL: Duration = Duration::from_secs(2);
 enum Kind {
     Number,
     Integer,
+    Bool,
+    Text,
 }
 
 /// Every setting and its JSON type.
@@ -40,6 +46,8 @@ const SCHEMA: &[(&str, Kind)] = &[
     ("frequency_penalty", Kind::Number),
     ("repeat_last_n", Kind::Integer),
     ("seed", Kind::Integer),
+    ("moderation", Kind::Bool),
+    ("logging_level", Kind::Text),
 ];
 
 pub fn routes() -> OpenApiRouter<Shared> {
@@ -79,12 +87,15 @@ fn check_body(body: &Map<String, Value>) -> Result<Vec<(String, Option<Value>)>,
             _ if v.is_null() => true,
             Kind::Number => v.is_number(),
             Kind::Integer => v.is_i64(),
+            Kind::Bool => v.is_boolean(),
+            Kind::Text => v.is_string(),
         };
         if !ok {
-            let want = if *kind == Kind::Number {
-                "a number"
-            } else {
-                "an integer"
+            let want = match kind {
+                Kind::Number => "a number",
+                Kind::Integer => "an integer",
+                Kind::Bool => "true or false",
+                Kind::Text => "a string",
             };
             return Err(ApiError::invalid(format!(
                 "setting {k} must be {want} or null"
@@ -95,12 +106,28 @@ fn check_body(body: &Map<String, Value>) -> Result<Vec<(String, Option<Value>)>,
     Ok(out)
 }
 
-/// Checks the ranges of the settings that would result (the sampler's own checks).
+/// Checks the values of the settings that would result (the sampler's own checks, and the
+/// log filter's syntax).
 fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
     let s = sampling_of(m);
     let none = SamplingFields::default();
     resolve_with(&none, &none, Precedence::Operator, &s, BTreeMap::new())?;
+    if let Some(level) = m.get("logging_level").and_then(Value::as_str) {
+        logging::check_filter(level)
+            .map_err(|e| ApiError::invalid(format!("logging_level: {e}")))?;
+    }
     Ok(s)
+}
+
+/// Makes the settings live: sampling defaults, moderation on/off, the log filter.
+fn apply(st: &Shared, m: &Map<String, Value>, sampling: SamplingFields) {
+    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling;
+    st.moderation
+        .set_enabled(m.get("moderation").and_then(Value::as_bool));
+    let level = m.get("logging_level").and_then(Value::as_str);
+    if let Err(e) = logging::set_filter(level) {
+        tracing::warn!(error = %e, "applying logging_level");
+    }
 }
 
 /// Every setting, `null` when unset.
@@ -115,7 +142,7 @@ fn render(m: &Map<String, Value>) -> Value {
 /// Reads the settings from the database into the live defaults.
 pub async fn reload(st: &Shared) -> Result<(), ApiError> {
     let m = st.storage.settings().await?;
-    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling_of(&m);
+    apply(st, &m, sampling_of(&m));
     Ok(())
 }
 
@@ -158,7 +185,7 @@ async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
     }
     let sampling = check_ranges(&next)?;
     st.storage.write_settings(&changes, replace).await?;
-    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling;
+    apply(st, &next, sampling);
     let keys: Vec<&String> = changes.iter().map(|(k, _)| k).collect();
     // Setting values are not secret; naming the keys is enough to trace a change.
     changed(
@@ -178,7 +205,7 @@ async fn get_settings(State(st): State<Shared>) -> Result<Json<Value>, PlainErro
 
 /// Replaces every setting (keys not given are unset).
 #[utoipa::path(post, path = "/settings", tag = "admin",
-    request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed"),
+    request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed (numbers); moderation (boolean); logging_level (an env-filter directive)"),
     responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
 async fn replace(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
     write(&st, b, true).await

@@ -160,6 +160,14 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         Ok(p) => (p.as_ref().map(|p| p.actor.clone()), Ok(p)),
         Err((actor, e)) => (actor, Err(e)),
     };
+    // The request log and moderation flags name the key by its id.
+    if let (Some(a), Some(ctx)) = (
+        &actor,
+        req.extensions()
+            .get::<std::sync::Arc<super::request_log::RequestCtx>>(),
+    ) {
+        ctx.set_actor(a);
+    }
     let res = match outcome {
         Ok(p) => {
             if let Some(p) = p {

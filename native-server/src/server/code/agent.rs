@@ -276,13 +276,14 @@ impl Agent {
         make_req: MakeRequest,
     ) -> UnboundedReceiver<Step> {
         let (tx, rx) = unbounded_channel();
-        tokio::spawn(async move {
+        // The task carries the request's context: moderation and the request log follow it.
+        tokio::spawn(crate::server::request_log::scope(async move {
             let end = self
                 .run(&m, &messages, &client, make_req, Some(tx.clone()))
                 .await;
             let _ = tx.send(Step::End(end));
             self.finish().await;
-        });
+        }));
         rx
     }
 

@@ -89,7 +89,7 @@ pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequ
                 ApiError::invalid("think needs the model's chat template: not with raw").into(),
             );
         }
-        (generate::text_prompt(&m, &text), Reasoning::Absent)
+        (generate::text_prompt(&m, &text)?, Reasoning::Absent)
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {

@@ -25,12 +25,12 @@ fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiErr
             "prompt must be a string, a one-element array of strings, or an array of token ids",
         )
     };
-    let text_ids = |s: &str| (s.to_string(), generate::text_prompt(m, s));
+    let text_ids = |s: &str| Ok((s.to_string(), generate::text_prompt(m, s)?));
     match p {
         None => Err(ApiError::invalid("prompt is required")),
-        Some(Value::String(s)) => Ok(text_ids(s)),
+        Some(Value::String(s)) => text_ids(s),
         Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
-            Ok(text_ids(a[0].as_str().unwrap_or_default()))
+            text_ids(a[0].as_str().unwrap_or_default())
         }
         Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_u64) => {
             let vocab = m.tokenizer.vocab_size() as u64;
@@ -44,7 +44,10 @@ fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiErr
                 }
                 ids.push(id as u32);
             }
-            Ok((m.tokenizer.decode(&ids, true), ids))
+            // Token ids are moderated as the text they stand for.
+            let text = m.tokenizer.decode(&ids, true);
+            crate::server::moderation::check_text(&text)?;
+            Ok((text, ids))
         }
         Some(Value::Array(a)) if a.len() > 1 && a.iter().all(Value::is_string) => Err(
             ApiError::invalid("batched prompts are not supported: send one prompt per request"),

@@ -1,0 +1,42 @@
+//! Input moderation: the text a request's user wrote (user messages; a raw prompt), checked
+//! before anything is generated. System prompts, tool results and earlier assistant turns are
+//! not the user's words and are not checked (the output rules saw the assistant's).
+
+use weft_core::chat::Message;
+
+use crate::server::error::ApiError;
+use crate::server::request_log;
+
+/// Checks the user messages of a conversation.
+pub fn check_messages(messages: &[Message]) -> Result<(), ApiError> {
+    let Some(ctx) = request_log::current() else {
+        return Ok(());
+    };
+    if ctx.screen.is_none() {
+        return Ok(());
+    }
+    for m in messages.iter().filter(|m| m.role == "user") {
+        // Content that does not parse fails later, in the template, with its own message.
+        if let Ok(Some(text)) = m.text() {
+            check_text(&text)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks one text the user sent (a raw prompt, or a message).
+pub fn check_text(text: &str) -> Result<(), ApiError> {
+    let Some(ctx) = request_log::current() else {
+        return Ok(());
+    };
+    let Some(screen) = &ctx.screen else {
+        return Ok(());
+    };
+    let hits: Vec<_> = screen
+        .rules
+        .input_hits(text)
+        .into_iter()
+        .map(|h| h.rule)
+        .collect();
+    screen.act(&ctx, &hits, "input").map_err(ApiError::policy)
+}
