@@ -1,7 +1,7 @@
 //! The scheduling loop and the handle clients submit through.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,7 +52,8 @@ enum Msg {
 pub struct Handle {
     tx: mpsc::Sender<Msg>,
     stats: Arc<Stats>,
-    queue: usize,
+    /// Most requests waiting for a slot; changeable while running ([`Handle::set_queue`]).
+    queue: Arc<AtomicUsize>,
     closing: Arc<AtomicBool>,
 }
 
@@ -63,7 +64,7 @@ impl Handle {
             return Err(SubmitError::ShuttingDown);
         }
         let before = self.stats.waiting.fetch_add(1, Relaxed) as usize;
-        if before >= self.queue {
+        if before >= self.queue.load(Relaxed) {
             self.stats.waiting.fetch_sub(1, Relaxed);
             self.stats.requests_rejected.fetch_add(1, Relaxed);
             return Err(SubmitError::QueueFull(before));
@@ -89,6 +90,17 @@ impl Handle {
 
     pub fn stats(&self) -> &Arc<Stats> {
         &self.stats
+    }
+
+    /// Changes how many requests may wait for a slot (at least 1). Requests already waiting
+    /// stay; a smaller limit refuses new ones until fewer wait.
+    pub fn set_queue(&self, n: usize) {
+        self.queue.store(n.max(1), Relaxed);
+    }
+
+    /// How many requests may wait for a slot.
+    pub fn queue_capacity(&self) -> usize {
+        self.queue.load(Relaxed)
     }
 }
 
@@ -130,7 +142,7 @@ impl Scheduler {
         let handle = Handle {
             tx,
             stats: stats.clone(),
-            queue: cfg.queue,
+            queue: Arc::new(AtomicUsize::new(cfg.queue.max(1))),
             closing: Arc::new(AtomicBool::new(false)),
         };
         let cfg = SchedulerConfig {

@@ -91,6 +91,8 @@ pub struct Registry {
     inner: Mutex<Inner>,
     changed: Notify,
     cfg: RegistryConfig,
+    /// The queue size set live (the `queue_size` setting); 0: `cfg.load.queue`.
+    queue: std::sync::atomic::AtomicUsize,
 }
 
 /// A resident model, as `/api/ps` shows it.
@@ -154,6 +156,7 @@ impl Registry {
             }),
             changed: Notify::new(),
             cfg,
+            queue: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -320,6 +323,9 @@ impl Registry {
             let mut g = reg.lock();
             match result {
                 Ok(l) => {
+                    if let Some(h) = &l.handle {
+                        h.set_queue(reg.queue_size());
+                    }
                     tracing::info!(
                         file = %facts.path.display(),
                         secs = t0.elapsed().as_secs_f64(),
@@ -552,6 +558,30 @@ impl Registry {
             }
         }
         t
+    }
+
+    /// How many requests may wait for a slot, per model.
+    pub fn queue_size(&self) -> usize {
+        match self.queue.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self.cfg.load.queue,
+            n => n,
+        }
+    }
+
+    /// Sets the queue size of every loaded model and of those loaded later (`None`: back to
+    /// `--queue`).
+    pub fn set_queue_size(&self, n: Option<usize>) {
+        self.queue
+            .store(n.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+        let size = self.queue_size();
+        let g = self.lock();
+        for s in g.slots.values() {
+            if let State::Ready(l) = &s.state {
+                if let Some(h) = &l.handle {
+                    h.set_queue(size);
+                }
+            }
+        }
     }
 
     /// Stops every model's scheduler from taking requests (server shutdown); running

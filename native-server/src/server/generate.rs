@@ -387,8 +387,8 @@ pub fn max_tokens(
                 "max_tokens must be >= 0, got {n}"
             )))
         }
-        Some(n) => (n as u64).min(state.cfg.max_tokens as u64) as usize,
-        None => state.cfg.max_tokens,
+        Some(n) => (n as u64).min(state.max_tokens() as u64) as usize,
+        None => state.max_tokens(),
     };
     Ok(want.min(n_ctx - prompt_len))
 }

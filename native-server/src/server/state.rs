@@ -52,6 +52,8 @@ pub struct AppState {
     pub auth: Auth,
     /// Sampling defaults from the admin settings (below request and operator values).
     pub defaults: RwLock<SamplingFields>,
+    /// The `max_tokens` setting; 0: `--max-tokens`.
+    max_tokens: std::sync::atomic::AtomicUsize,
     /// Moderation rules and the `moderation` setting.
     pub moderation: Arc<super::moderation::Moderation>,
     /// Finished requests, for `/api/v1/logs/stream`.
@@ -78,6 +80,7 @@ impl AppState {
             storage,
             auth,
             defaults: RwLock::new(SamplingFields::default()),
+            max_tokens: std::sync::atomic::AtomicUsize::new(0),
             cfg,
             registry,
             jobs,
@@ -88,6 +91,20 @@ impl AppState {
             responses: Arc::new(MemoryStore::default()),
             uploads,
         }
+    }
+
+    /// The default and cap of generated tokens per request.
+    pub fn max_tokens(&self) -> usize {
+        match self.max_tokens.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self.cfg.max_tokens,
+            n => n,
+        }
+    }
+
+    /// Applies the `max_tokens` setting (`None`: back to `--max-tokens`).
+    pub fn set_max_tokens(&self, n: Option<usize>) {
+        self.max_tokens
+            .store(n.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A lease on the named model (the default one when `None`), loading it if needed;

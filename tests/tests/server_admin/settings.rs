@@ -97,3 +97,72 @@ fn settings_persist(db: &Db) {
         "{s}"
     );
 }
+
+on_both!(limits_live, limits_live_sqlite, limits_live_postgres);
+
+/// `max_tokens`, `queue_size` and `metrics_public` apply to the running server at once, and
+/// out-of-range values are refused.
+fn limits_live(db: &Db) {
+    let admin = db.cli_key("admin");
+    let server = db.serve(&["--max-tokens", "64", "--queue", "8"]);
+    let c = server.client();
+    let tokens = |max: Option<u64>| {
+        let mut body = json!({"model": "smol", "temperature": 0, "ignore_eos": true,
+            "messages": [{"role": "user", "content": "Count to fifty."}]});
+        if let Some(m) = max {
+            body["max_tokens"] = json!(m);
+        }
+        let r = call(
+            &c,
+            &admin,
+            "POST",
+            "/v1/chat/completions",
+            Some(&body.to_string()),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.json()["usage"]["completion_tokens"].as_u64().unwrap()
+    };
+    let queue =
+        || call(&c, &admin, "GET", "/api/queue/status", None).json()["queue_capacity"].clone();
+    assert_eq!(tokens(Some(9)), 9);
+    assert_eq!(queue(), 8);
+    // Without a key the metrics are closed once keys exist.
+    assert_eq!(call(&c, "", "GET", "/metrics", None).status, 401);
+
+    let r = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"max_tokens": 5, "queue_size": 3, "metrics_public": true}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(tokens(None), 5, "the setting is the default");
+    assert_eq!(tokens(Some(9)), 5, "and the cap");
+    assert_eq!(queue(), 3);
+    assert_eq!(call(&c, "", "GET", "/metrics", None).status, 200);
+    // Other routes still need a key.
+    assert_eq!(call(&c, "", "GET", "/v1/models", None).status, 401);
+
+    for bad in [
+        r#"{"max_tokens": 0}"#,
+        r#"{"queue_size": -1}"#,
+        r#"{"queue_size": 1.5}"#,
+        r#"{"metrics_public": "yes"}"#,
+    ] {
+        let r = call(&c, &admin, "PATCH", "/api/v1/settings", Some(bad));
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+    }
+    // Unset: back to the flags.
+    let r = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"max_tokens": null, "queue_size": null, "metrics_public": null}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(tokens(Some(9)), 9);
+    assert_eq!(queue(), 8);
+    assert_eq!(call(&c, "", "GET", "/metrics", None).status, 401);
+}

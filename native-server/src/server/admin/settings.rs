@@ -4,7 +4,10 @@
 //! they apply to the next request. `moderation` (on/off; unset: on) switches the moderation
 //! rules for requests that arrive from then on; `logging_level` (an env-filter directive such
 //! as `debug` or `info,weft_server=trace`; unset: the start-up filter) is applied to the
-//! running server's log at once. Replicas sharing a database poll it every [`POLL`] and pick
+//! running server's log at once. `max_tokens` (the default and cap of generated tokens; unset:
+//! `--max-tokens`) and `queue_size` (requests that may wait per model; unset: `--queue`) apply
+//! to the next request, the queue also to models already loaded; `metrics_public` (unset:
+//! false) lets `GET /metrics` through without a key. Replicas sharing a database poll it every [`POLL`] and pick
 //! up changes made elsewhere.
 
 use std::collections::BTreeMap;
@@ -48,6 +51,9 @@ const SCHEMA: &[(&str, Kind)] = &[
     ("seed", Kind::Integer),
     ("moderation", Kind::Bool),
     ("logging_level", Kind::Text),
+    ("max_tokens", Kind::Integer),
+    ("queue_size", Kind::Integer),
+    ("metrics_public", Kind::Bool),
 ];
 
 pub fn routes() -> OpenApiRouter<Shared> {
@@ -112,6 +118,15 @@ fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
     let s = sampling_of(m);
     let none = SamplingFields::default();
     resolve_with(&none, &none, Precedence::Operator, &s, BTreeMap::new())?;
+    for (key, most) in [("max_tokens", 1 << 20), ("queue_size", 1 << 16)] {
+        if let Some(n) = m.get(key).and_then(Value::as_i64) {
+            if !(1..=most).contains(&n) {
+                return Err(ApiError::invalid(format!(
+                    "{key} must be between 1 and {most}, got {n}"
+                )));
+            }
+        }
+    }
     if let Some(level) = m.get("logging_level").and_then(Value::as_str) {
         logging::check_filter(level)
             .map_err(|e| ApiError::invalid(format!("logging_level: {e}")))?;
@@ -119,9 +134,14 @@ fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
     Ok(s)
 }
 
-/// Makes the settings live: sampling defaults, moderation on/off, the log filter.
+/// Makes the settings live: sampling defaults, limits, moderation on/off, the log filter.
 fn apply(st: &Shared, m: &Map<String, Value>, sampling: SamplingFields) {
     *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling;
+    let count = |k: &str| m.get(k).and_then(Value::as_u64).map(|n| n as usize);
+    st.set_max_tokens(count("max_tokens"));
+    st.registry.set_queue_size(count("queue_size"));
+    st.auth
+        .set_metrics_public(m.get("metrics_public").and_then(Value::as_bool) == Some(true));
     st.moderation
         .set_enabled(m.get("moderation").and_then(Value::as_bool));
     let level = m.get("logging_level").and_then(Value::as_str);

@@ -46,6 +46,8 @@ pub struct Auth {
     /// Set once a key exists: from then on every non-public request needs one.
     closed: AtomicBool,
     limiter: limit::Limiter,
+    /// The `metrics_public` setting: `GET /metrics` without a key.
+    metrics_public: AtomicBool,
 }
 
 impl Auth {
@@ -55,7 +57,13 @@ impl Auth {
             closed: AtomicBool::new(env_admin.is_some()),
             env_admin,
             limiter: limit::Limiter::default(),
+            metrics_public: AtomicBool::new(false),
         }
+    }
+
+    /// Applies the `metrics_public` setting.
+    pub fn set_metrics_public(&self, public: bool) {
+        self.metrics_public.store(public, Ordering::Relaxed);
     }
 
     /// Whether requests need a key (checked against the database while open, so a key made
@@ -143,7 +151,14 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The layer: authenticate, authorize, run, audit.
 pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
-    let need = policy::need(&method, &path);
+    let need = match policy::need(&method, &path) {
+        policy::Need::Read
+            if path == "/metrics" && st.auth.metrics_public.load(Ordering::Relaxed) =>
+        {
+            policy::Need::Public
+        }
+        need => need,
+    };
     let remote = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

@@ -67,7 +67,7 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
         backend: st.cfg.backend.clone(),
         supported_backends: vec!["cpu", "wgpu"],
         context_length: st.cfg.n_ctx,
-        default_max_tokens: st.cfg.max_tokens,
+        default_max_tokens: st.max_tokens(),
         parallel: st.cfg.parallel,
         projector: None,
         video: None,
@@ -83,7 +83,7 @@ pub async fn queue(State(st): State<Shared>) -> Json<QueueStatus> {
     Json(QueueStatus {
         pending_requests: t.waiting,
         running_requests: t.running,
-        queue_capacity: st.cfg.queue,
+        queue_capacity: st.registry.queue_size(),
         parallel: st.cfg.parallel,
     })
 }
