@@ -14,12 +14,20 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "ab_adapters_usage",
+        sqlite: include_str!("../migrations/sqlite/0004_ab_adapters_usage.sql"),
+        postgres: include_str!("../migrations/postgres/0004_ab_adapters_usage.sql"),
+    },
+];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
     version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

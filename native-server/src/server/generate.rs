@@ -10,6 +10,8 @@ use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
+use super::auth::context::RequestCtx;
+use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
 use super::error::ApiError;
 use super::state::AppState;
@@ -58,12 +60,18 @@ struct ChannelSink {
     /// The request's span (request id, route), entered to log how the sequence ended.
     span: tracing::Span,
     model: String,
+    /// Counts the sequence's tokens against its key and tenant when it ends.
+    meter: Option<Arc<Meter>>,
 }
 
 impl EventSink for ChannelSink {
     fn send(&mut self, event: Event) -> bool {
         match &event {
             Event::Done(s) => self.span.in_scope(|| {
+                // Before the event is passed on, so the client's next request sees the use.
+                if let Some(m) = &self.meter {
+                    m.record((s.prompt_tokens + s.completion_tokens) as u64);
+                }
                 tracing::info!(
                     model = %self.model,
                     choice = self.index,
@@ -92,6 +100,7 @@ impl EventSink for ChannelSink {
 /// Submits the request (`n` sequences). Dropping the stream cancels them.
 pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
+    let meter = RequestCtx::current().and_then(|c| c.meter()).map(Arc::new);
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {
@@ -110,6 +119,7 @@ pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
                 index,
                 span: tracing::Span::current(),
                 model: model.name.clone(),
+                meter: meter.clone(),
             }),
         };
         let handle = model.handle.as_ref().ok_or_else(not_generative)?;

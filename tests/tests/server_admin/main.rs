@@ -2,9 +2,12 @@
 //! embedded SQLite (the default `$WEFT_HOME/weft.db`) and on a real Postgres the test starts.
 //! Keys are bootstrapped with `weft keys create` or `WEFT_ADMIN_KEY`.
 
+mod ab;
+mod adapters;
 mod harness;
 mod inputs;
 mod limits;
 mod matrix;
 mod replicas;
 mod settings;
+mod tenancy;
