@@ -143,6 +143,19 @@ fn adapters(db: &Db) {
         );
     }
 
+    // The OpenAPI document covers the new admin routes.
+    let api = call(&c, "", "GET", "/openapi.json", None).json();
+    for (p, m) in [
+        ("/api/v1/adapters", "post"),
+        ("/api/v1/adapters/{id}", "delete"),
+        ("/api/v1/ab", "post"),
+        ("/api/v1/ab/{id}", "get"),
+        ("/api/v1/ab/vote", "post"),
+        ("/api/v1/tenants/{id}", "patch"),
+    ] {
+        assert!(api["paths"][p].get(m).is_some(), "openapi lacks {m} {p}");
+    }
+
     let r = call(
         &c,
         &admin,

@@ -54,6 +54,22 @@ fn admin_routes(n: usize) -> Vec<Route> {
             Some(json!({"name": format!("t{n}")})),
         ),
         r("GET", "/api/v1/tenants/tenant_missing", None),
+        r(
+            "PATCH",
+            "/api/v1/tenants/tenant_missing",
+            Some(json!({"reset_usage": true})),
+        ),
+        r("GET", "/api/v1/ab", None),
+        r(
+            "POST",
+            "/api/v1/ab",
+            Some(json!({"name": format!("ab{n}"), "model_a": "smol", "model_b": "smol"})),
+        ),
+        r("GET", "/api/v1/ab/ab_missing", None),
+        r("DELETE", "/api/v1/ab/ab_missing", None),
+        r("GET", "/api/v1/adapters", None),
+        r("GET", "/api/v1/adapters/adapter_missing", None),
+        r("DELETE", "/api/v1/adapters/adapter_missing", None),
         r("GET", "/api/v1/audit", None),
         r("GET", "/api/v1/models/library", None),
     ]

@@ -2,8 +2,9 @@
 //! (leasing a model, starting a generation) without threading it through every surface's
 //! handler: a task-local set by the layer around the handler.
 //!
-//! Code run on other tasks than the handler's (a stream's body after the handler returned)
-//! sees none: leases and generations are started in the handler, before it returns.
+//! Code run on other tasks than the handler's sees none unless the task is spawned inside
+//! [`RequestCtx::scope`] (the built-in tool loop's is); leases and generations are otherwise
+//! started in the handler, before it returns.
 
 use std::sync::{Arc, Mutex};
 

@@ -276,13 +276,21 @@ impl Agent {
         make_req: MakeRequest,
     ) -> UnboundedReceiver<Step> {
         let (tx, rx) = unbounded_channel();
-        tokio::spawn(async move {
+        let run = async move {
             let end = self
                 .run(&m, &messages, &client, make_req, Some(tx.clone()))
                 .await;
             let _ = tx.send(Step::End(end));
             self.finish().await;
-        });
+        };
+        // The request's context goes with the task, so its generations are metered against
+        // the key and tenant like any other.
+        match crate::server::auth::context::RequestCtx::current() {
+            Some(ctx) => drop(tokio::spawn(
+                crate::server::auth::context::RequestCtx::scope(ctx, run),
+            )),
+            None => drop(tokio::spawn(run)),
+        }
         rx
     }
 
