@@ -15,6 +15,8 @@ pub struct ApiKey {
     pub prefix: String,
     pub tenant: Option<String>,
     pub rate_limit_rpm: Option<i64>,
+    /// Tokens (prompt + completion) per minute this key may use.
+    pub tokens_per_minute: Option<i64>,
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
@@ -31,13 +33,14 @@ pub struct NewKey {
     pub prefix: String,
     pub tenant: Option<String>,
     pub rate_limit_rpm: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
     pub expires_at: Option<i64>,
 }
 
 /// The listed columns, as a literal so queries can be `concat!`ed into `&'static str`.
 macro_rules! columns {
     () => {
-        "id, name, role, prefix, tenant, rate_limit_rpm, created_at, expires_at, revoked_at, last_used_at"
+        "id, name, role, prefix, tenant, rate_limit_rpm, tokens_per_minute, created_at, expires_at, revoked_at, last_used_at"
     };
 }
 
@@ -49,6 +52,7 @@ fn row(r: &impl Get) -> Result<ApiKey> {
         prefix: r.text("prefix")?,
         tenant: r.text_opt("tenant")?,
         rate_limit_rpm: r.int_opt("rate_limit_rpm")?,
+        tokens_per_minute: r.int_opt("tokens_per_minute")?,
         created_at: r.int("created_at")?,
         expires_at: r.int_opt("expires_at")?,
         revoked_at: r.int_opt("revoked_at")?,
@@ -61,7 +65,7 @@ impl Storage {
     pub async fn create_key(&self, k: NewKey) -> Result<ApiKey> {
         let id = new_id("key");
         let at = now();
-        let sql = "INSERT INTO api_keys (id, name, role, hash, prefix, tenant, rate_limit_rpm, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+        let sql = "INSERT INTO api_keys (id, name, role, hash, prefix, tenant, rate_limit_rpm, tokens_per_minute, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
         on_pool!(self, |p| sqlx::query(sql)
             .bind(&id)
             .bind(&k.name)
@@ -70,6 +74,7 @@ impl Storage {
             .bind(&k.prefix)
             .bind(&k.tenant)
             .bind(k.rate_limit_rpm)
+            .bind(k.tokens_per_minute)
             .bind(at)
             .bind(k.expires_at)
             .execute(p)
@@ -93,6 +98,7 @@ impl Storage {
             prefix: k.prefix,
             tenant: k.tenant,
             rate_limit_rpm: k.rate_limit_rpm,
+            tokens_per_minute: k.tokens_per_minute,
             created_at: at,
             expires_at: k.expires_at,
             revoked_at: None,

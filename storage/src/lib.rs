@@ -1,6 +1,6 @@
 //! weft-storage: the server's persistent state (API keys, users, tenants, settings,
-//! moderation rules, audit, chat-UI sessions) behind one interface, [`Storage`], on one of two
-//! backends:
+//! moderation rules, audit, chat-UI sessions, A/B tests, adapters) behind one interface,
+//! [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
 //! - Postgres (`postgres://…`), for several replicas sharing state.
@@ -19,6 +19,8 @@ macro_rules! on_pool {
     };
 }
 
+mod ab;
+mod adapters;
 mod audit;
 mod error;
 mod keys;
@@ -36,11 +38,13 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
+pub use ab::{AbTest, AbVote, NewAbTest, NewAbVote, Variant, WHOLE as AB_WHOLE};
+pub use adapters::{Adapter, NewAdapter};
 pub use audit::{AuditEntry, NewAudit};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
 pub use moderation::{ModerationRule, NewRule};
-pub use tenants::{NewTenant, Tenant};
+pub use tenants::{NewTenant, Tenant, TenantPatch};
 pub use users::{NewUser, User, UserPatch};
 
 /// Reads a column of either backend's row (the column types this schema uses).
@@ -49,6 +53,7 @@ pub(crate) trait Get {
     fn text_opt(&self, col: &str) -> Result<Option<String>>;
     fn int(&self, col: &str) -> Result<i64>;
     fn int_opt(&self, col: &str) -> Result<Option<i64>>;
+    fn real(&self, col: &str) -> Result<f64>;
 }
 
 macro_rules! impl_get {
@@ -64,6 +69,9 @@ macro_rules! impl_get {
                 Ok(sqlx::Row::try_get(self, col)?)
             }
             fn int_opt(&self, col: &str) -> Result<Option<i64>> {
+                Ok(sqlx::Row::try_get(self, col)?)
+            }
+            fn real(&self, col: &str) -> Result<f64> {
                 Ok(sqlx::Row::try_get(self, col)?)
             }
         }

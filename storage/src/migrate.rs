@@ -28,6 +28,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0002_moderation.sql"),
     },
     Migration {
+        version: 4,
+        name: "ab_adapters_usage",
+        sqlite: include_str!("../migrations/sqlite/0004_ab_adapters_usage.sql"),
+        postgres: include_str!("../migrations/postgres/0004_ab_adapters_usage.sql"),
+    },
+    Migration {
         version: 6,
         name: "chat_sessions",
         sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),

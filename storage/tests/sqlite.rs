@@ -13,6 +13,7 @@ fn key(name: &str, hash: &str) -> NewKey {
         prefix: "weft_abc".into(),
         tenant: None,
         rate_limit_rpm: None,
+        tokens_per_minute: None,
         expires_at: None,
     }
 }
@@ -165,5 +166,101 @@ async fn chat_sessions_on_sqlite() {
     assert!(!s.delete_session("s1").await.unwrap());
     assert_eq!(s.session_messages("s1").await.unwrap(), None);
     s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn ab_tests_tenant_usage_and_adapters_on_sqlite() {
+    use weft_storage::{NewAbTest, NewAbVote, NewAdapter, TenantPatch, Variant};
+    let dir = std::env::temp_dir().join(format!("weft-storage-ab-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = Storage::open(&dir.join("weft.db").display().to_string())
+        .await
+        .unwrap();
+
+    let t = s
+        .create_ab_test(NewAbTest {
+            name: "x".into(),
+            model_a: "a".into(),
+            model_b: "b".into(),
+            share_b: 3000,
+        })
+        .await
+        .unwrap();
+    let mut b = 0;
+    for _ in 0..200 {
+        if s.route_ab(&t.id).await.unwrap().1 == Variant::B {
+            b += 1;
+        }
+    }
+    assert_eq!(b, 60);
+    let got = s.get_ab_test(&t.id).await.unwrap();
+    assert_eq!((got.routed, got.routed_b()), (200, 60));
+    for v in [Variant::A, Variant::B, Variant::B] {
+        s.add_ab_vote(NewAbVote {
+            test_id: t.id.clone(),
+            variant: v,
+            request_id: None,
+            comment: None,
+            actor: "k".into(),
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(s.ab_tally(&t.id).await.unwrap(), (1, 2));
+    s.delete_ab_test(&t.id).await.unwrap();
+    assert!(matches!(
+        s.route_ab(&t.id).await,
+        Err(StorageError::NotFound(_))
+    ));
+    assert_eq!(s.ab_tally(&t.id).await.unwrap(), (0, 0));
+
+    let ten = s
+        .create_tenant(NewTenant {
+            name: "q".into(),
+            models: None,
+            token_quota: Some(10),
+        })
+        .await
+        .unwrap();
+    s.add_tenant_tokens(&ten.id, 7).await.unwrap();
+    s.add_tenant_tokens(&ten.id, 5).await.unwrap();
+    assert_eq!(s.get_tenant(&ten.id).await.unwrap().tokens_used, 12);
+    let p = s
+        .patch_tenant(
+            &ten.id,
+            TenantPatch {
+                token_quota: Some(None),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((p.token_quota, p.tokens_used), (None, 12));
+    let p = s
+        .patch_tenant(
+            &ten.id,
+            TenantPatch {
+                reset_usage: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(p.tokens_used, 0);
+
+    let a = s
+        .create_adapter(NewAdapter {
+            name: "l".into(),
+            base_model: "smol".into(),
+            path: "/m/l.gguf".into(),
+            scale: 0.5,
+        })
+        .await
+        .unwrap();
+    assert_eq!(s.find_adapter("l").await.unwrap().unwrap().id, a.id);
+    assert_eq!(s.find_adapter(&a.id).await.unwrap().unwrap().scale, 0.5);
+    s.delete_adapter(&a.id).await.unwrap();
+    assert!(s.find_adapter("l").await.unwrap().is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -155,6 +155,27 @@ impl ApiError {
         )
     }
 
+    /// 403: the key's tenant may not use the model asked for.
+    pub fn model_forbidden(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "invalid_request_error",
+            "model_not_allowed",
+            msg,
+        )
+    }
+
+    /// 429: the key's tenant used up its token quota (no `Retry-After`: it lasts until an
+    /// admin resets or raises it).
+    pub fn quota_exceeded(msg: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "insufficient_quota",
+            "insufficient_quota",
+            msg,
+        )
+    }
+
     /// 429: the key used up its requests per minute; retry after `secs`.
     pub fn rate_limited(msg: impl Into<String>, secs: u32) -> Self {
         let mut e = Self::new(

@@ -10,6 +10,8 @@ use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
+use super::auth::context::RequestCtx as AuthCtx;
+use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
 use super::error::ApiError;
 use super::moderation::output::{OutputFilter, Step};
@@ -66,6 +68,8 @@ struct ChannelSink {
     filter: Option<OutputFilter>,
     /// An output rule blocked the sequence: later events are not sent.
     blocked: bool,
+    /// Counts the sequence's tokens against its key and tenant when it ends.
+    meter: Option<Arc<Meter>>,
 }
 
 impl EventSink for ChannelSink {
@@ -89,6 +93,10 @@ impl EventSink for ChannelSink {
         };
         match &event {
             Event::Done(s) => self.span.in_scope(|| {
+                // Before the event is passed on, so the client's next request sees the use.
+                if let Some(m) = &self.meter {
+                    m.record((s.prompt_tokens + s.completion_tokens) as u64);
+                }
                 tracing::info!(
                     model = %self.model,
                     choice = self.index,
@@ -161,6 +169,7 @@ impl ChannelSink {
 pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
     let ctx = request_log::current();
+    let meter = AuthCtx::current().and_then(|c| c.meter()).map(Arc::new);
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {
@@ -182,6 +191,7 @@ pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
                 filter: ctx.as_ref().and_then(OutputFilter::for_request),
                 ctx: ctx.clone(),
                 blocked: false,
+                meter: meter.clone(),
             }),
         };
         let handle = model.handle.as_ref().ok_or_else(not_generative)?;

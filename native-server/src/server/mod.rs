@@ -144,6 +144,7 @@ pub async fn create_key(
             "unknown role {role:?}: use admin, user or readonly"
         )));
     }
-    let (row, key) = admin::keys::make_key(storage, name, role, None, None, None).await?;
+    let (row, key) =
+        admin::keys::make_key(storage, name, role, None, None, Default::default()).await?;
     Ok((row.id, key))
 }

@@ -118,7 +118,8 @@ impl AppState {
             .filter(|v| !v.is_null())
             .map(KeepAlive::from_json)
             .transpose()?;
-        Ok(self.registry.acquire(model, ka).await?)
+        let model = super::auth::access::admit(self, model).await?;
+        Ok(self.registry.acquire(model.as_deref(), ka).await?)
     }
 
     /// Like [`lease`](Self::lease) for APIs whose `model` field is required.

@@ -2,6 +2,8 @@
 //! embedded SQLite (the default `$WEFT_HOME/weft.db`) and on a real Postgres the test starts.
 //! Keys are bootstrapped with `weft keys create` or `WEFT_ADMIN_KEY`.
 
+mod ab;
+mod adapters;
 mod harness;
 mod inputs;
 mod limits;
@@ -11,3 +13,4 @@ mod moderation;
 mod replicas;
 mod sessions;
 mod settings;
+mod tenancy;

@@ -33,6 +33,7 @@ pub struct KeyInfo {
     pub prefix: String,
     pub tenant: Option<String>,
     pub rate_limit_rpm: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
     /// Unix seconds.
     pub created_at: i64,
     pub expires_at: Option<i64>,
@@ -49,6 +50,7 @@ impl From<ApiKey> for KeyInfo {
             prefix: k.prefix,
             tenant: k.tenant,
             rate_limit_rpm: k.rate_limit_rpm,
+            tokens_per_minute: k.tokens_per_minute,
             created_at: k.created_at,
             expires_at: k.expires_at,
             revoked_at: k.revoked_at,
@@ -69,6 +71,8 @@ pub struct CreateKey {
     pub tenant: Option<String>,
     /// Requests per minute this key may make (per server process).
     pub rate_limit_rpm: Option<u32>,
+    /// Prompt + completion tokens per minute this key may use (per server process).
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// The creation response: the only time `key` is shown.
@@ -83,6 +87,14 @@ pub struct CreatedKey {
     pub expires_at: Option<i64>,
     pub tenant: Option<String>,
     pub rate_limit_rpm: Option<i64>,
+    pub tokens_per_minute: Option<i64>,
+}
+
+/// A key's limits per minute.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Limits {
+    pub rpm: Option<u32>,
+    pub tpm: Option<u32>,
 }
 
 /// Makes, hashes and stores a key; returns the stored row and the key.
@@ -92,7 +104,7 @@ pub async fn make_key(
     role: &str,
     expires_at: Option<i64>,
     tenant: Option<String>,
-    rate_limit_rpm: Option<u32>,
+    limits: Limits,
 ) -> Result<(ApiKey, String), ApiError> {
     let key = secret::generate()
         .map_err(|e| ApiError::internal(format!("the OS random generator failed: {e}")))?;
@@ -103,7 +115,8 @@ pub async fn make_key(
             hash: secret::hash(&key),
             prefix: secret::shown_prefix(&key),
             tenant,
-            rate_limit_rpm: rate_limit_rpm.map(i64::from),
+            rate_limit_rpm: limits.rpm.map(i64::from),
+            tokens_per_minute: limits.tpm.map(i64::from),
             expires_at,
         })
         .await?;
@@ -141,6 +154,12 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateKey>) -> Cha
             ApiError::invalid("rate_limit_rpm must be at least 1 (omit it for no limit)").into(),
         );
     }
+    if b.tokens_per_minute == Some(0) {
+        return Err(ApiError::invalid(
+            "tokens_per_minute must be at least 1 (omit it for no limit)",
+        )
+        .into());
+    }
     check_tenant(&st.storage, b.tenant.as_deref()).await?;
     let (row, key) = make_key(
         &st.storage,
@@ -148,7 +167,10 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateKey>) -> Cha
         role.as_str(),
         expires_at,
         b.tenant,
-        b.rate_limit_rpm,
+        Limits {
+            rpm: b.rate_limit_rpm,
+            tpm: b.tokens_per_minute,
+        },
     )
     .await?;
     let details = json!({"key_id": row.id, "name": row.name, "role": row.role});
@@ -164,6 +186,7 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateKey>) -> Cha
             expires_at: row.expires_at,
             tenant: row.tenant,
             rate_limit_rpm: row.rate_limit_rpm,
+            tokens_per_minute: row.tokens_per_minute,
         },
     )
 }

@@ -1,9 +1,11 @@
 //! The admin plane, under `/api/v1` (the reference peer's routes): models and model jobs
-//! (`server/jobs/`), keys, users, tenants, settings, moderation rules (`server/moderation/`), the request-log
-//! stream, the audit log and `about`. Who may call
+//! (`server/jobs/`), keys, users, tenants, settings, moderation rules (`server/moderation/`), the
+//! request-log stream, the audit log, `about`, A/B tests and LoRA adapters. Who may call
 //! them is decided by the auth layer (`server/auth/`), not here; every change is audited there.
 
+mod ab;
 mod about;
+mod adapters;
 mod audit;
 pub mod common;
 pub mod keys;
@@ -24,6 +26,8 @@ pub fn routes() -> OpenApiRouter<Shared> {
     models::routes()
         .merge(super::jobs::admin_routes())
         .merge(about::routes())
+        .merge(ab::routes())
+        .merge(adapters::routes())
         .merge(audit::routes())
         .merge(keys::routes())
         .merge(logs::routes())

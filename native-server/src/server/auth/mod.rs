@@ -8,12 +8,16 @@
 //! non-loopback address unless `--insecure-no-auth`. Keys are never deleted (only revoked), so
 //! once there is one the server stays closed.
 
+pub mod access;
+pub mod context;
 pub mod limit;
 pub mod policy;
 pub mod secret;
+pub mod usage;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
@@ -33,6 +37,8 @@ pub struct Principal {
     pub actor: String,
     pub role: Role,
     pub tenant: Option<String>,
+    /// The key's tokens-per-minute limit.
+    pub tokens_per_minute: Option<u32>,
 }
 
 /// Details a handler adds to its audit row (in the response's extensions). Never secrets.
@@ -48,6 +54,8 @@ pub struct Auth {
     limiter: limit::Limiter,
     /// The `metrics_public` setting: `GET /metrics` without a key.
     metrics_public: AtomicBool,
+    /// Tokens used per key and tenant.
+    pub usage: Arc<usage::Usage>,
 }
 
 impl Auth {
@@ -58,6 +66,7 @@ impl Auth {
             env_admin,
             limiter: limit::Limiter::default(),
             metrics_public: AtomicBool::new(false),
+            usage: Arc::default(),
         }
     }
 
@@ -100,6 +109,7 @@ impl Auth {
                 actor: "env".into(),
                 role: Role::Admin,
                 tenant: None,
+                tokens_per_minute: None,
             });
         }
         let bad = || ApiError::unauthorized("invalid API key");
@@ -134,6 +144,10 @@ impl Auth {
             actor: k.id,
             role,
             tenant: k.tenant,
+            tokens_per_minute: k
+                .tokens_per_minute
+                .filter(|t| *t > 0)
+                .map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
         })
     }
 }
@@ -185,10 +199,30 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
     }
     let res = match outcome {
         Ok(p) => {
-            if let Some(p) = p {
-                req.extensions_mut().insert(p);
+            if let Some(p) = &p {
+                req.extensions_mut().insert(p.clone());
             }
-            next.run(req).await
+            let ctx = Arc::new(context::RequestCtx {
+                principal: p,
+                ab_header: req
+                    .headers()
+                    .get("x-ab-test-id")
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty()),
+                ab: Default::default(),
+                usage: st.auth.usage.clone(),
+                storage: st.storage.clone(),
+            });
+            let mut res = context::RequestCtx::scope(ctx.clone(), next.run(req)).await;
+            if let Some((test, v)) = ctx.ab() {
+                if let Ok(t) = HeaderValue::from_str(&test) {
+                    res.headers_mut().insert("x-ab-test-id", t);
+                    res.headers_mut()
+                        .insert("x-ab-variant", HeaderValue::from_static(v.as_str()));
+                }
+            }
+            res
         }
         Err(e) => {
             let mut r = e.for_path(&path);
@@ -229,6 +263,7 @@ async fn authorize(
             actor: "open".into(),
             role: Role::Admin,
             tenant: None,
+            tokens_per_minute: None,
         }));
     }
     let p = st

@@ -276,14 +276,22 @@ impl Agent {
         make_req: MakeRequest,
     ) -> UnboundedReceiver<Step> {
         let (tx, rx) = unbounded_channel();
-        // The task carries the request's context: moderation and the request log follow it.
-        tokio::spawn(crate::server::request_log::scope(async move {
+        let run = async move {
             let end = self
                 .run(&m, &messages, &client, make_req, Some(tx.clone()))
                 .await;
             let _ = tx.send(Step::End(end));
             self.finish().await;
-        }));
+        };
+        // The request's contexts go with the task: moderation and the request log follow it
+        // (`request_log::scope`), and its generations are metered against the key and tenant.
+        let run = crate::server::request_log::scope(run);
+        match crate::server::auth::context::RequestCtx::current() {
+            Some(ctx) => drop(tokio::spawn(
+                crate::server::auth::context::RequestCtx::scope(ctx, run),
+            )),
+            None => drop(tokio::spawn(run)),
+        }
         rx
     }
 

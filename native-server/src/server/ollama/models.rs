@@ -17,6 +17,7 @@ use super::types::{
 use super::Res;
 use crate::registry::{names, Facts, Overrides, Resolved};
 use crate::server::common::options::Options;
+use crate::server::error::PlainError;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::state::{rfc3339, Shared};
@@ -49,10 +50,13 @@ fn tag_entry(name: &str, f: &Facts) -> TagEntry {
 
 /// Every known name; a file that cannot be read is listed with `"broken": reason`.
 #[utoipa::path(get, path = "/tags", tag = "ollama", responses((status = 200, body = TagsResponse)))]
-async fn tags(State(st): State<Shared>) -> Json<TagsResponse> {
+async fn tags(State(st): State<Shared>) -> Result<Json<TagsResponse>, PlainError> {
+    // A key in a tenant sees only the tenant's allowed models.
+    let shown = crate::server::auth::access::visible_models(&st).await?;
     let models = st.registry.with_catalog(|c| {
         c.names()
             .iter()
+            .filter(|n| crate::server::auth::access::shows(&shown, n))
             .map(|n| match c.resolve(n) {
                 Ok(r) => tag_entry(n, &r.facts),
                 Err(e) => {
@@ -70,7 +74,7 @@ async fn tags(State(st): State<Shared>) -> Json<TagsResponse> {
             })
             .collect()
     });
-    Json(TagsResponse { models })
+    Ok(Json(TagsResponse { models }))
 }
 
 /// The resident models, with `expires_at` and their estimated size.

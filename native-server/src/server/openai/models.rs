@@ -4,15 +4,19 @@ use axum::extract::{Path, State};
 use axum::Json;
 
 use super::types::{ModelList, ModelObject};
+use crate::server::auth::access;
 use crate::server::error::{OpenAiError, OpenAiErrorBody};
 use crate::server::state::{unix, Shared};
 
 #[utoipa::path(get, path = "/models", tag = "openai",
     responses((status = 200, body = ModelList)))]
-pub async fn list(State(st): State<Shared>) -> Json<ModelList> {
+pub async fn list(State(st): State<Shared>) -> Result<Json<ModelList>, OpenAiError> {
+    // A key in a tenant sees only the tenant's allowed models.
+    let shown = access::visible_models(&st).await?;
     let data = st.registry.with_catalog(|c| {
         c.names()
             .iter()
+            .filter(|n| access::shows(&shown, n))
             .filter_map(|n| {
                 c.resolve(n)
                     .ok()
@@ -20,10 +24,10 @@ pub async fn list(State(st): State<Shared>) -> Json<ModelList> {
             })
             .collect()
     });
-    Json(ModelList {
+    Ok(Json(ModelList {
         object: "list",
         data,
-    })
+    }))
 }
 
 #[utoipa::path(get, path = "/models/{id}", tag = "openai",

@@ -4,6 +4,8 @@
 use axum::extract::State;
 use axum::Json;
 
+use crate::server::error::PlainError;
+
 use super::types::{QueueStatus, UiModel, UiModels};
 use crate::registry::{RegistryError, Resolved};
 use crate::server::state::Shared;
@@ -17,12 +19,15 @@ fn file_name(r: &Resolved) -> Option<String> {
 
 /// `model` is the default, `models` every known name with whether it is loaded.
 #[utoipa::path(get, path = "/models", tag = "chat-ui", responses((status = 200, body = UiModels)))]
-pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
+pub async fn models(State(st): State<Shared>) -> Result<Json<UiModels>, PlainError> {
+    // A key in a tenant sees only the tenant's allowed models.
+    let shown = crate::server::auth::access::visible_models(&st).await?;
     let reg = &st.registry;
     let (default, list) = reg.with_catalog(|c| {
         let list: Vec<(String, Result<Resolved, RegistryError>)> = c
             .names()
             .into_iter()
+            .filter(|n| crate::server::auth::access::shows(&shown, n))
             .map(|n| {
                 let r = c.resolve(&n);
                 (n, r)
@@ -59,7 +64,7 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
     let skills = tokio::task::spawn_blocking(move || crate::server::skills::status(&reg_skills))
         .await
         .ok();
-    Json(UiModels {
+    Ok(Json(UiModels {
         file: def.and_then(file_name),
         architecture: def.map(|r| r.facts.architecture.clone()),
         loaded: default.as_deref().is_some_and(|d| reg.is_loaded(d)),
@@ -73,7 +78,7 @@ pub async fn models(State(st): State<Shared>) -> Json<UiModels> {
         video: None,
         skills,
         models,
-    })
+    }))
 }
 
 #[utoipa::path(get, path = "/queue/status", tag = "chat-ui",

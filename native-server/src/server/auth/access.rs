@@ -1,0 +1,139 @@
+//! What a request may run on, checked when a handler leases a model (so every surface that
+//! generates — OpenAI, Ollama, the chat UI, embeddings — is covered in one place):
+//!
+//! 1. `model: "ab:<id>"` (or an `X-Ab-Test-Id` header) is routed to one arm of the A/B test;
+//! 2. a name that is a registered LoRA adapter is a 501 (adapters are metadata only);
+//! 3. a key in a tenant may use only the tenant's allowed models (403) while the tenant's
+//!    token quota lasts (429);
+//! 4. a key with a tokens-per-minute limit waits (429 + `Retry-After`) while its bucket is
+//!    in debt.
+
+use weft_storage::{StorageError, Tenant};
+
+use super::context::RequestCtx;
+use crate::registry::names;
+use crate::server::error::ApiError;
+use crate::server::state::AppState;
+
+/// What `model: "ab:<id>"` starts with.
+pub const AB_PREFIX: &str = "ab:";
+
+/// The model name to lease for `requested` (`None`: the default model), after the checks
+/// above.
+pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<String>, ApiError> {
+    let ctx = RequestCtx::current();
+    let ab_id = ctx.as_ref().and_then(|c| c.ab_header.clone()).or_else(|| {
+        requested
+            .and_then(|m| m.trim().strip_prefix(AB_PREFIX))
+            .map(str::to_string)
+    });
+    let name = match ab_id {
+        Some(id) => Some(route_ab(st, ctx.as_deref(), id.trim()).await?),
+        None => requested.map(str::to_string),
+    };
+    let stored = st.registry.with_catalog(|c| match &name {
+        Some(n) => c.find(n),
+        None => c.default_name().map(str::to_string),
+    });
+    if let (None, Some(n)) = (&stored, &name) {
+        if let Some(a) = st.storage.find_adapter(n.trim()).await? {
+            return Err(ApiError::not_implemented(format!(
+                "{n:?} is LoRA adapter {} (base model {:?}); applying LoRA adapters at inference is not implemented: use the base model",
+                a.id, a.base_model
+            )));
+        }
+    }
+    if let Some(p) = ctx.as_ref().and_then(|c| c.principal.as_ref()) {
+        if let Some(t) = &p.tenant {
+            let tenant = st.storage.get_tenant(t).await?;
+            check_model(&tenant, stored.as_deref().or(name.as_deref()))?;
+            check_quota(ctx.as_deref(), &tenant)?;
+        }
+        if let Some(tpm) = p.tokens_per_minute {
+            st.auth.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
+                ApiError::rate_limited(
+                    format!(
+                        "this key's limit of {tpm} tokens per minute is used up; retry in {secs} s"
+                    ),
+                    secs,
+                )
+            })?;
+        }
+    }
+    Ok(name)
+}
+
+/// The arm's model for the next request of test `id`, recorded for the response's headers.
+async fn route_ab(st: &AppState, ctx: Option<&RequestCtx>, id: &str) -> Result<String, ApiError> {
+    let (test, v) = st.storage.route_ab(id).await.map_err(|e| match e {
+        StorageError::NotFound(_) => ApiError::unknown_model(format!(
+            "no A/B test {id:?}: `model: \"ab:<id>\"` needs the id of a test from GET /api/v1/ab"
+        )),
+        e => e.into(),
+    })?;
+    if let Some(c) = ctx {
+        c.set_ab(&test.id, v);
+    }
+    Ok(test.model(v).to_string())
+}
+
+/// Whether the tenant's allow-list names `model` (its stored name; `None`: no model at all,
+/// which the registry will refuse on its own).
+fn check_model(t: &Tenant, model: Option<&str>) -> Result<(), ApiError> {
+    let (Some(allowed), Some(m)) = (&t.models, model) else {
+        return Ok(());
+    };
+    if allowed
+        .iter()
+        .any(|a| names::normalise(a) == names::normalise(m))
+    {
+        return Ok(());
+    }
+    Err(ApiError::model_forbidden(format!(
+        "model {m:?} is not allowed for tenant {:?}: it may use {}",
+        t.name,
+        if allowed.is_empty() {
+            "no model".to_string()
+        } else {
+            allowed.join(", ")
+        }
+    )))
+}
+
+fn check_quota(ctx: Option<&RequestCtx>, t: &Tenant) -> Result<(), ApiError> {
+    let Some(quota) = t.token_quota else {
+        return Ok(());
+    };
+    let pending = ctx.map_or(0, |c| c.usage.pending(&t.id));
+    let used = t.tokens_used.saturating_add(pending);
+    if used >= quota {
+        return Err(ApiError::quota_exceeded(format!(
+            "tenant {:?} has used its token quota ({used} of {quota} tokens); an admin can reset it with PATCH /api/v1/tenants/{} {{\"reset_usage\": true}} or raise token_quota",
+            t.name, t.id
+        )));
+    }
+    Ok(())
+}
+
+/// The stored model names the current request's tenant may see (`None`: every model).
+pub async fn visible_models(st: &AppState) -> Result<Option<Vec<String>>, ApiError> {
+    let Some(ctx) = RequestCtx::current() else {
+        return Ok(None);
+    };
+    let Some(t) = ctx.principal.as_ref().and_then(|p| p.tenant.as_ref()) else {
+        return Ok(None);
+    };
+    Ok(st
+        .storage
+        .get_tenant(t)
+        .await?
+        .models
+        .map(|m| m.iter().map(|n| names::normalise(n)).collect()))
+}
+
+/// Whether `name` passes a [`visible_models`] filter.
+pub fn shows(filter: &Option<Vec<String>>, name: &str) -> bool {
+    filter
+        .as_ref()
+        .is_none_or(|f| f.contains(&names::normalise(name)))
+}
