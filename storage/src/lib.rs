@@ -19,6 +19,7 @@ macro_rules! on_pool {
 }
 
 mod audit;
+mod dump;
 mod error;
 mod keys;
 mod migrate;
@@ -34,6 +35,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool};
 
 pub use audit::{AuditEntry, NewAudit};
+pub use dump::{Row, TABLES};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
 pub use tenants::{NewTenant, Tenant};
