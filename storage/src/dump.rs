@@ -163,22 +163,47 @@ fn invalid(msg: String) -> StorageError {
 }
 
 impl Storage {
-    /// Every row of `table` (one of [`TABLES`]), in primary-key order.
-    pub async fn dump_table(&self, table: &str) -> Result<Vec<Row>> {
-        let table = known(table)?;
-        let sql = format!("SELECT * FROM {table} ORDER BY 1");
-        on_pool!(self, |p| {
-            let rows = sqlx::query(AssertSqlSafe(sql.clone())).fetch_all(p).await?;
-            let mut out = Vec::with_capacity(rows.len());
-            for r in &rows {
-                let mut m = Map::new();
-                for (i, c) in r.columns().iter().enumerate() {
-                    m.insert(c.name().to_string(), cell!(r, i, table));
+    /// Every row of every table in [`TABLES`], in primary-key order, read in one transaction
+    /// so the tables agree with each other (a snapshot, while other requests write on).
+    pub async fn dump(&self) -> Result<BTreeMap<&'static str, Vec<Row>>> {
+        macro_rules! read_all {
+            ($tx:expr) => {{
+                let mut out = BTreeMap::new();
+                for &table in TABLES {
+                    let sql = format!("SELECT * FROM {table} ORDER BY 1");
+                    let rows = sqlx::query(AssertSqlSafe(sql)).fetch_all(&mut *$tx).await?;
+                    let mut json = Vec::with_capacity(rows.len());
+                    for r in &rows {
+                        let mut m = Map::new();
+                        for (i, c) in r.columns().iter().enumerate() {
+                            m.insert(c.name().to_string(), cell!(r, i, table));
+                        }
+                        json.push(m);
+                    }
+                    out.insert(table, json);
                 }
-                out.push(m);
+                out
+            }};
+        }
+        let out = match &*self.db {
+            // A deferred transaction's first read fixes its snapshot (WAL).
+            crate::Db::Sqlite(p) => {
+                let mut tx = p.begin().await?;
+                let out = read_all!(tx);
+                tx.commit().await?;
+                out
             }
-            Ok(out)
-        })
+            crate::Db::Postgres(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .execute(&mut *tx)
+                    .await?;
+                let out = read_all!(tx);
+                tx.commit().await?;
+                out
+            }
+        };
+        Ok(out)
     }
 
     /// The columns of `table` and their types, from the database's catalogue.
@@ -343,15 +368,6 @@ impl Storage {
         }
         Ok(())
     }
-}
-
-/// `table` as the static name from [`TABLES`] (never a caller's string in SQL).
-fn known(table: &str) -> Result<&'static str> {
-    TABLES
-        .iter()
-        .find(|t| **t == table)
-        .copied()
-        .ok_or_else(|| invalid(format!("unknown table {table:?}")))
 }
 
 #[cfg(test)]

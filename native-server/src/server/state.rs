@@ -54,6 +54,8 @@ pub struct AppState {
     pub auth: Auth,
     /// Sampling defaults from the admin settings (below request and operator values).
     pub defaults: RwLock<SamplingFields>,
+    /// Set by `POST /api/v1/restart`; `weft serve` watches it to drain and re-execute.
+    pub restart: tokio::sync::watch::Sender<bool>,
 }
 
 /// The handle handlers get.
@@ -73,6 +75,7 @@ impl AppState {
             storage,
             auth,
             defaults: RwLock::new(SamplingFields::default()),
+            restart: tokio::sync::watch::Sender::new(false),
             cfg,
             registry,
             jobs,

@@ -2,9 +2,13 @@
 //! embedded SQLite (the default `$WEFT_HOME/weft.db`) and on a real Postgres the test starts.
 //! Keys are bootstrapped with `weft keys create` or `WEFT_ADMIN_KEY`.
 
+mod backup;
 mod harness;
 mod inputs;
 mod limits;
 mod matrix;
 mod replicas;
+mod restart;
 mod settings;
+mod soak;
+mod zips;

@@ -1,12 +1,15 @@
 //! The admin plane, under `/api/v1` (the reference peer's routes): models and model jobs
-//! (`server/jobs/`), keys, users, tenants, settings, the audit log and `about`. Who may call
+//! (`server/jobs/`), keys, users, tenants, settings, the audit log, `about`, backup/restore and
+//! restart. Who may call
 //! them is decided by the auth layer (`server/auth/`), not here; every change is audited there.
 
 mod about;
 mod audit;
+mod backup;
 mod common;
 pub mod keys;
 mod models;
+pub mod restart;
 pub mod settings;
 mod tenants;
 mod time;
@@ -23,7 +26,9 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .merge(super::jobs::admin_routes())
         .merge(about::routes())
         .merge(audit::routes())
+        .merge(backup::routes())
         .merge(keys::routes())
+        .merge(restart::routes())
         .merge(settings::routes())
         .merge(tenants::routes())
         .merge(users::routes())

@@ -1,0 +1,109 @@
+//! `POST /api/v1/restart`: a stream in flight when the restart is asked for completes in
+//! full, then the same process (re-executed) answers again on the same port, with its state.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use weft_tests::{send, Response};
+
+use crate::harness::{call, Db};
+use crate::on_both;
+
+on_both!(restart, restart_sqlite, restart_postgres);
+
+const ADMIN: &str = "weft_env-admin-key-for-the-restart-tests-0001";
+
+fn restart(db: &Db) {
+    let server = db.serve_env(&[], &[("WEFT_ADMIN_KEY", ADMIN)]);
+    let c = server.client();
+    let r = call(
+        &c,
+        ADMIN,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"top_k": 9}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let mut s = c.connect().unwrap();
+    let body = json!({"model": "smol", "stream": true, "max_tokens": 64, "temperature": 0,
+        "messages": [{"role": "user", "content": "Count from one to one hundred, in words."}]});
+    let auth = format!("Bearer {ADMIN}");
+    send(
+        &mut s,
+        "POST",
+        "/v1/chat/completions",
+        Some(body.to_string().as_bytes()),
+        &[("Authorization", &auth)],
+    )
+    .unwrap();
+    let mut first = vec![0u8; 4096];
+    let n = s.read(&mut first).unwrap();
+    assert!(n > 0, "no bytes from the stream");
+    first.truncate(n);
+    let reader = std::thread::spawn(move || {
+        let mut all = first;
+        s.read_to_end(&mut all).unwrap();
+        all
+    });
+
+    let r = call(&c, ADMIN, "POST", "/api/v1/restart", None);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.json()["status"], "restarting");
+
+    let stream = Response::parse(&reader.join().unwrap());
+    assert_eq!(stream.status, 200, "{}", stream.body);
+    let data = stream.sse_data();
+    assert_eq!(
+        data.last().map(String::as_str),
+        Some("[DONE]"),
+        "the stream was cut: {}",
+        stream.body
+    );
+    let finish: Vec<String> = data
+        .iter()
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["finish_reason"].as_str().map(String::from))
+        .collect();
+    assert_eq!(finish.len(), 1, "{}", stream.body);
+    let tokens = data.len();
+    assert!(tokens > 8, "only {tokens} events: {}", stream.body);
+
+    // The same port answers again, from a fresh start of the same process.
+    let t0 = Instant::now();
+    loop {
+        if let Ok(r) = c.try_request("GET", "/ready", None, &[]) {
+            if r.status == 200 {
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "not back after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let starts = server
+        .log()
+        .iter()
+        .filter(|l| l.contains(&format!("listening on http://127.0.0.1:{}", server.port)))
+        .count();
+    assert_eq!(starts, 2, "{:?}", server.log());
+    let about = call(&c, ADMIN, "GET", "/api/v1/about", None).json();
+    assert!(
+        about["uptime_secs"].as_u64().unwrap() < t0.elapsed().as_secs() + 5,
+        "{about}"
+    );
+    let s = call(&c, ADMIN, "GET", "/api/v1/settings", None).json();
+    assert_eq!(s["top_k"], 9, "{s}");
+    let audit = call(&c, ADMIN, "GET", "/api/v1/audit", None).json();
+    assert!(
+        audit["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["route"] == "/api/v1/restart" && r["status"] == 202),
+        "{audit}"
+    );
+}
