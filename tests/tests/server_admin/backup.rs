@@ -241,11 +241,11 @@ fn cross_backend_restore() {
     let p = pg.serve_env(&[], &[("WEFT_ADMIN_KEY", ENV_ADMIN)]);
     let r = restore(&p.client(), ENV_ADMIN, &from_lite);
     assert_eq!(r.status, 200, "{}", r.body);
+    let from_pg = backup(&p.client(), ENV_ADMIN);
     assert_eq!(
         call(&p.client(), &user, "GET", "/v1/models", None).status,
         200
     );
-    let from_pg = backup(&p.client(), ENV_ADMIN);
     let (t1, t2) = (tables(&from_lite), tables(&from_pg));
     for t in ["tenants", "api_keys", "users", "settings"] {
         assert_eq!(t1[t], t2[t], "table {t} differs after SQLite → Postgres");
