@@ -45,7 +45,7 @@ fn two_replicas_eight_clients_for_a_minute() {
                     i += 1;
                     let c = &replicas[(n + i) % 2];
                     let (key, limited) = &keys[(n + i) % keys.len()];
-                    let (what, r) = if i % 25 == 0 && n < 2 {
+                    let (what, r) = if i.is_multiple_of(25) && n < 2 {
                         // An admin change, audited.
                         let (method, path, body) = if n == 0 {
                             (
@@ -65,7 +65,7 @@ fn two_replicas_eight_clients_for_a_minute() {
                             mutations.lock().unwrap().push((method.to_string(), path));
                         }
                         ("admin", r)
-                    } else if i % 3 == 0 {
+                    } else if i.is_multiple_of(3) {
                         let body = json!({"model": "smol", "max_tokens": 4,
                             "messages": [{"role": "user", "content": format!("Say hi {i}")}]});
                         (
