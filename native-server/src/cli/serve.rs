@@ -444,3 +444,26 @@ async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::with_port;
+
+    fn args(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn restart_keeps_the_port() {
+        let p = |a: &[&str]| with_port(args(a), 4321);
+        assert_eq!(
+            p(&["serve", "--port", "0", "--ctx", "512"]),
+            args(&["serve", "--port", "4321", "--ctx", "512"])
+        );
+        assert_eq!(
+            p(&["serve", "--port=0"]),
+            args(&["serve", "--port", "4321"])
+        );
+        assert_eq!(p(&["serve"]), args(&["serve", "--port", "4321"]));
+    }
+}

@@ -55,6 +55,7 @@ fn admin_routes(n: usize) -> Vec<Route> {
         ),
         r("GET", "/api/v1/tenants/tenant_missing", None),
         r("GET", "/api/v1/audit", None),
+        r("GET", "/api/v1/backup", None),
         r("GET", "/api/v1/models/library", None),
     ]
 }

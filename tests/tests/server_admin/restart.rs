@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use weft_tests::{send, Response};
 
-use crate::harness::{call, Db};
+use crate::harness::{api_key, call, Db};
 use crate::on_both;
 
 on_both!(restart, restart_sqlite, restart_postgres);
@@ -25,6 +25,10 @@ fn restart(db: &Db) {
         Some(r#"{"top_k": 9}"#),
     );
     assert_eq!(r.status, 200, "{}", r.body);
+    // Only an admin may restart.
+    let (_, user) = api_key(&c, ADMIN, json!({"name": "not-admin", "role": "user"}));
+    assert_eq!(call(&c, &user, "POST", "/api/v1/restart", None).status, 403);
+    assert_eq!(call(&c, "", "POST", "/api/v1/restart", None).status, 401);
 
     let mut s = c.connect().unwrap();
     let body = json!({"model": "smol", "stream": true, "max_tokens": 64, "temperature": 0, "ignore_eos": true,
