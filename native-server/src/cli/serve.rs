@@ -399,12 +399,16 @@ async fn serve(addr: SocketAddr, state: Shared) -> Result<Exit> {
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async move {
-        tokio::select! {
-            _ = shutdown_signal() => {},
-            _ = restart.wait_for(|r| *r) => {},
-        }
+        let restarting = tokio::select! {
+            _ = shutdown_signal() => false,
+            _ = restart.wait_for(|r| *r) => true,
+        };
         tracing::info!("shutting down: finishing running requests");
-        st.registry.shutdown();
+        // On a restart, requests already accepted but not yet queued must still be served
+        // (the listener is closed and hyper closes idle connections, so no new ones come).
+        if !restarting {
+            st.registry.shutdown();
+        }
         let _ = drain_tx.send(());
     });
     // Draining stops waiting after DRAIN (a stream that never ends must not block a restart).

@@ -42,10 +42,22 @@ fn restart(db: &Db) {
         &[("Authorization", &auth)],
     )
     .unwrap();
-    let mut first = vec![0u8; 4096];
-    let n = s.read(&mut first).unwrap();
-    assert!(n > 0, "no bytes from the stream");
-    first.truncate(n);
+    // Read until the first generated text arrives: the stream is in flight.
+    let mut first = Vec::new();
+    let mut buf = [0u8; 4096];
+    let generating = |b: &[u8]| {
+        let t = String::from_utf8_lossy(b);
+        t.matches("\"content\":\"").count() > t.matches("\"content\":\"\"").count()
+    };
+    while !generating(&first) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the stream ended early: {}",
+            String::from_utf8_lossy(&first)
+        );
+        first.extend_from_slice(&buf[..n]);
+    }
     let reader = std::thread::spawn(move || {
         let mut all = first;
         s.read_to_end(&mut all).unwrap();
