@@ -18,6 +18,10 @@ pub enum StorageError {
     /// A stored value is not what the schema says (a corrupt JSON column).
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    /// Data given to load (a backup) does not fit the schema: an unknown table or column, a
+    /// value of the wrong type, rows that break a constraint.
+    #[error("{0}")]
+    Invalid(String),
     /// Any other database failure (connection lost, disk full).
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),

@@ -22,6 +22,7 @@ macro_rules! on_pool {
 mod ab;
 mod adapters;
 mod audit;
+mod dump;
 mod error;
 mod keys;
 mod migrate;
@@ -41,6 +42,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use ab::{AbTest, AbVote, NewAbTest, NewAbVote, Variant, WHOLE as AB_WHOLE};
 pub use adapters::{Adapter, NewAdapter};
 pub use audit::{AuditEntry, NewAudit};
+pub use dump::{Row, TABLES};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
 pub use moderation::{ModerationRule, NewRule};

@@ -4,7 +4,9 @@
 //! The listener starts first (so `/health` and `/ready` answer while the default model loads:
 //! `/ready` is 503 until it has), then the default model loads in the background; other models
 //! load when a request names them. Ctrl-C / SIGTERM stops taking requests, lets running streams
-//! finish, and exits.
+//! finish, and exits. `POST /api/v1/restart` drains the same way (at most
+//! `admin::restart::DRAIN`), then re-executes this binary with the same arguments on the same
+//! port: one process image replaced by a fresh one, so nothing in memory needs resetting.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -271,7 +273,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let exit = rt.block_on(async move {
         let url = super::keys::database_url(a.database.as_deref())?;
         let storage = weft_storage::Storage::open(&url).await?;
         let admin_key = std::env::var("WEFT_ADMIN_KEY")
@@ -294,10 +296,77 @@ pub fn run(a: ServeArgs) -> Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;
         serve(addr, state).await
-    })
+    })?;
+    match exit {
+        Exit::Stopped => Ok(()),
+        Exit::Restart(port) => {
+            // Threads the runtime still runs (the drain timed out) die with the exec.
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            Err(reexec(port))
+        }
+    }
 }
 
-async fn serve(addr: SocketAddr, state: Shared) -> Result<()> {
+/// How the server stopped.
+enum Exit {
+    /// A signal: exit.
+    Stopped,
+    /// `POST /api/v1/restart`: run again on this port.
+    Restart(u16),
+}
+
+/// Replaces this process with a fresh `weft` run with the same arguments and environment,
+/// `--port` set to the port it listened on (so `--port 0` keeps its address). Returns only
+/// on failure.
+#[cfg(unix)]
+fn reexec(port: u16) -> anyhow::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return anyhow::anyhow!("restart: finding this program: {e}"),
+    };
+    let args = with_port(std::env::args_os().skip(1).collect(), port);
+    tracing::info!(exe = %exe.display(), "restarting");
+    let e = std::process::Command::new(&exe).args(args).exec();
+    anyhow::anyhow!("restart: running {} again: {e}", exe.display())
+}
+
+#[cfg(not(unix))]
+fn reexec(_port: u16) -> anyhow::Error {
+    anyhow::anyhow!("restart: re-executing is only supported on Unix; start weft serve again")
+}
+
+/// `args` with `--port` (either form) set to `port`, added when absent.
+fn with_port(args: Vec<std::ffi::OsString>, port: u16) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len() + 2);
+    let mut it = args.into_iter();
+    let mut set = false;
+    while let Some(a) = it.next() {
+        if a == "--port" {
+            it.next();
+        } else if a.to_str().is_some_and(|s| s.starts_with("--port=")) {
+        } else if a == "--" {
+            out.push(a);
+            out.extend(it.by_ref());
+            break;
+        } else {
+            out.push(a);
+            continue;
+        }
+        if !set {
+            out.push("--port".into());
+            out.push(port.to_string().into());
+            set = true;
+        }
+    }
+    if !set {
+        out.push("--port".into());
+        out.push(port.to_string().into());
+    }
+    out
+}
+
+async fn serve(addr: SocketAddr, state: Shared) -> Result<Exit> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -322,19 +391,46 @@ async fn serve(addr: SocketAddr, state: Shared) -> Result<()> {
     });
     let app = server::router(state.clone());
     let st = state.clone();
+    let mut restart = state.restart.subscribe();
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     // The peer address reaches the auth layer (for the audit log).
-    axum::serve(
+    let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(async move {
-        shutdown_signal().await;
+        let restarting = tokio::select! {
+            _ = shutdown_signal() => false,
+            _ = restart.wait_for(|r| *r) => true,
+        };
         tracing::info!("shutting down: finishing running requests");
-        st.registry.shutdown();
-    })
-    .await?;
+        // On a restart, requests already accepted but not yet queued must still be served
+        // (the listener is closed and hyper closes idle connections, so no new ones come).
+        if !restarting {
+            st.registry.shutdown();
+        }
+        let _ = drain_tx.send(());
+    });
+    // Draining stops waiting after DRAIN (a stream that never ends must not block a restart).
+    let deadline = async {
+        if drain_rx.await.is_ok() {
+            tokio::time::sleep(server::admin::restart::DRAIN).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = server => r?,
+        _ = deadline => tracing::warn!("requests still running after the drain timeout; stopping anyway"),
+    }
+    // Every finished chat turn is written before the process ends or is replaced.
     state.sessions.flush().await;
-    Ok(())
+    if !*state.restart.borrow() {
+        return Ok(Exit::Stopped);
+    }
+    // The pools close cleanly before the process image is replaced.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), state.storage.close()).await;
+    Ok(Exit::Restart(local.port()))
 }
 
 async fn shutdown_signal() {
@@ -353,4 +449,27 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_port;
+
+    fn args(a: &[&str]) -> Vec<std::ffi::OsString> {
+        a.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn restart_keeps_the_port() {
+        let p = |a: &[&str]| with_port(args(a), 4321);
+        assert_eq!(
+            p(&["serve", "--port", "0", "--ctx", "512"]),
+            args(&["serve", "--port", "4321", "--ctx", "512"])
+        );
+        assert_eq!(
+            p(&["serve", "--port=0"]),
+            args(&["serve", "--port", "4321"])
+        );
+        assert_eq!(p(&["serve"]), args(&["serve", "--port", "4321"]));
+    }
 }

@@ -305,6 +305,11 @@ impl From<weft_storage::StorageError> for ApiError {
         match e {
             E::NotFound(_) => ApiError::not_found(msg),
             E::Conflict(_) => ApiError::conflict(msg),
+            // Data given to load (a backup) that does not fit the schema.
+            E::Invalid(_) => ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                ..ApiError::invalid(msg)
+            },
             _ => {
                 tracing::error!(error = %msg, "storage failure");
                 ApiError::internal(msg)

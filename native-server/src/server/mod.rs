@@ -21,7 +21,7 @@
 //! type, rendered per surface), `stream.rs` (SSE / NDJSON), `logging.rs` (request ids and
 //! structured logs), `openapi.rs` (the generated document).
 
-mod admin;
+pub(crate) mod admin;
 mod api;
 pub mod auth;
 pub mod code;

@@ -58,6 +58,8 @@ pub struct AppState {
     pub moderation: Arc<super::moderation::Moderation>,
     /// Finished requests, for `/api/v1/logs/stream`.
     pub logs: super::request_log::LogBus,
+    /// Set by `POST /api/v1/restart`; `weft serve` watches it to drain and re-execute.
+    pub restart: tokio::sync::watch::Sender<bool>,
 }
 
 /// The handle handlers get.
@@ -81,6 +83,7 @@ impl AppState {
             auth,
             defaults: RwLock::new(SamplingFields::default()),
             max_tokens: std::sync::atomic::AtomicUsize::new(0),
+            restart: tokio::sync::watch::Sender::new(false),
             cfg,
             registry,
             jobs,

@@ -36,6 +36,11 @@ impl Db {
         Some(Db { home, pg, model })
     }
 
+    /// Whether this is the embedded SQLite (`$WEFT_HOME/weft.db`).
+    pub fn is_sqlite(&self) -> bool {
+        self.pg.is_none()
+    }
+
     /// `--database URL` for Postgres; nothing for SQLite, which must be the default
     /// (`$WEFT_HOME/weft.db`).
     pub fn db_args(&self) -> Vec<String> {

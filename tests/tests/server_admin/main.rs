@@ -4,6 +4,7 @@
 
 mod ab;
 mod adapters;
+mod backup;
 mod harness;
 mod inputs;
 mod limits;
@@ -11,6 +12,9 @@ mod logs;
 mod matrix;
 mod moderation;
 mod replicas;
+mod restart;
 mod sessions;
 mod settings;
+mod soak;
 mod tenancy;
+mod zips;

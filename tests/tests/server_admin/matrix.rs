@@ -71,6 +71,7 @@ fn admin_routes(n: usize) -> Vec<Route> {
         r("GET", "/api/v1/adapters/adapter_missing", None),
         r("DELETE", "/api/v1/adapters/adapter_missing", None),
         r("GET", "/api/v1/audit", None),
+        r("GET", "/api/v1/backup", None),
         r("GET", "/api/v1/models/library", None),
         r("GET", "/api/v1/moderation/rules", None),
         r(

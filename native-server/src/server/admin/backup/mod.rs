@@ -1,0 +1,179 @@
+//! `GET /api/v1/backup` and `POST /api/v1/backup/restore`: the whole storage as a ZIP of
+//! JSON-lines tables with a checksummed manifest ([`archive`]), and putting one back.
+//!
+//! A restore checks the archive completely first (names, sizes, ratio, checksums, format,
+//! that every row fits the schema), then replaces every table in one transaction, so a bad
+//! archive changes nothing. Afterwards this server reloads what it keeps in memory (the
+//! settings; keys are read from the database on each request). Other replicas pick up the
+//! settings by their poll.
+
+pub mod archive;
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Serialize;
+use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use self::archive::Refused;
+use crate::server::auth::AuditDetails;
+use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::state::Shared;
+
+/// Largest upload a restore accepts (the compressed archive), above the server's body limit.
+pub const MAX_UPLOAD: usize = 64 << 20;
+
+pub fn routes() -> OpenApiRouter<Shared> {
+    let restore = OpenApiRouter::new()
+        .routes(routes!(restore))
+        .layer(DefaultBodyLimit::max(MAX_UPLOAD));
+    OpenApiRouter::new().routes(routes!(backup)).merge(restore)
+}
+
+fn refused(r: Refused) -> PlainError {
+    let Refused(status, msg) = r;
+    let mut e = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(msg),
+        _ => ApiError::invalid(msg),
+    };
+    e.status = status;
+    PlainError(e)
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> PlainError {
+    PlainError(ApiError::internal(format!("{what}: {e}")))
+}
+
+/// The whole storage as a ZIP download (`weft-backup-<unix time>.zip`).
+#[utoipa::path(get, path = "/backup", tag = "admin",
+    responses((status = 200, description = "A ZIP: manifest.json, settings.json, tables/<table>.jsonl", content_type = "application/zip", body = Vec<u8>),
+              (status = 403, body = PlainErrorBody)))]
+async fn backup(State(st): State<Shared>) -> Result<Response, PlainError> {
+    let tables = st.storage.dump().await?;
+    let settings = st.storage.settings().await?;
+    let (schema, backend) = (st.storage.schema_version(), st.storage.backend());
+    let rows: usize = tables.values().map(Vec::len).sum();
+    // Deflating is CPU work: off the async workers.
+    let zip =
+        tokio::task::spawn_blocking(move || archive::write(&tables, &settings, schema, backend))
+            .await
+            .map_err(|e| internal("writing the backup", e))?
+            .map_err(|e| internal("writing the backup", e))?;
+    let name = format!("weft-backup-{}.zip", weft_storage::now());
+    tracing::info!(bytes = zip.len(), rows, "backup taken");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/zip".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        // A download of every hash is worth an audit row (see auth::policy::audited).
+        Extension(AuditDetails(json!({"bytes": zip.len(), "rows": rows}))),
+        zip,
+    )
+        .into_response())
+}
+
+/// What a restore did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Restored {
+    /// Rows loaded per table.
+    pub tables: BTreeMap<String, usize>,
+    /// When the backup was taken (Unix seconds) and by which weft.
+    pub backup_created_at: i64,
+    pub backup_weft_version: String,
+}
+
+/// The archive from a multipart field `file` or a raw `application/zip` body.
+async fn upload(req: Request) -> Result<Bytes, ApiError> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let limit = |status: StatusCode, e: String| {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(format!("the upload is larger than {MAX_UPLOAD} bytes"))
+        } else {
+            ApiError::invalid(format!("reading the upload: {e}"))
+        }
+    };
+    if ct.starts_with("multipart/form-data") {
+        let mut mp = Multipart::from_request(req, &())
+            .await
+            .map_err(|e| ApiError::invalid(e.body_text()))?;
+        while let Some(field) = mp
+            .next_field()
+            .await
+            .map_err(|e| limit(e.status(), e.body_text()))?
+        {
+            if field.name() == Some("file") {
+                return field
+                    .bytes()
+                    .await
+                    .map_err(|e| limit(e.status(), e.body_text()));
+            }
+        }
+        Err(ApiError::invalid(
+            "the multipart body has no field named `file` holding the backup ZIP",
+        ))
+    } else if ct.starts_with("application/zip") || ct.starts_with("application/octet-stream") {
+        Bytes::from_request(req, &())
+            .await
+            .map_err(|e| limit(e.status(), e.body_text()))
+    } else {
+        Err(ApiError::invalid(
+            "send the backup as a multipart field `file` or as a body of type application/zip",
+        ))
+    }
+}
+
+/// Replaces all stored state with a backup's, atomically, after checking it completely.
+#[utoipa::path(post, path = "/backup/restore", tag = "admin",
+    request_body(content_type = "application/zip", content = Vec<u8>, description = "The backup ZIP (or multipart/form-data with the ZIP in field `file`)"),
+    responses((status = 200, body = Restored),
+              (status = 400, description = "Not a weft backup: not a ZIP, unsafe or unexpected names, symlinks, bad checksums, no manifest", body = PlainErrorBody),
+              (status = 413, description = "Too large: the upload, an entry, the total, or a zip bomb's ratio", body = PlainErrorBody),
+              (status = 422, description = "A backup that does not fit: unknown format, newer schema, rows of the wrong shape", body = PlainErrorBody)))]
+async fn restore(
+    State(st): State<Shared>,
+    req: Request,
+) -> Result<(StatusCode, Extension<AuditDetails>, Json<Restored>), PlainError> {
+    let body = upload(req).await?;
+    let schema = st.storage.schema_version();
+    let checked = tokio::task::spawn_blocking(move || archive::read(&body, schema))
+        .await
+        .map_err(|e| internal("reading the backup", e))?
+        .map_err(refused)?;
+    // A backup that does not fit the schema is a 422 (StorageError::Invalid); nothing changed.
+    st.storage.load_dump(&checked.tables).await?;
+    super::settings::reload(&st).await?;
+    let counts: BTreeMap<String, usize> = checked
+        .tables
+        .iter()
+        .map(|(t, r)| (t.clone(), r.len()))
+        .collect();
+    let m = checked.manifest;
+    tracing::info!(created_at = m.created_at, "backup restored");
+    let details = json!({"tables": counts, "backup_created_at": m.created_at,
+        "backup_weft_version": m.weft_version});
+    Ok((
+        StatusCode::OK,
+        Extension(AuditDetails(details)),
+        Json(Restored {
+            tables: counts,
+            backup_created_at: m.created_at,
+            backup_weft_version: m.weft_version,
+        }),
+    ))
+}
