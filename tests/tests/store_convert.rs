@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
 use weft_core::test_support::model_path;
-use weft_tests::{python, weft_binary};
+use weft_tests::{python, weft_binary, Server};
 
 const PY_NEEDS: &[&str] = &["gguf", "safetensors", "numpy"];
 
@@ -180,7 +182,74 @@ fn llama_smollm2_sharded_round_trip_and_quantized_output() {
     assert!(said.contains("F16"), "{said}");
     let list = weft_ok(&["list", "--models-dir", store.to_str().unwrap()]);
     assert!(list.contains("smol-conv"), "{list}");
+    through_the_server(&dir, &hf);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Polls a job until it ends.
+fn wait_job(s: &Server, id: &str) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let r = s.request("GET", &format!("/api/v1/models/jobs/{id}"), None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let j = r.json();
+        if ["succeeded", "failed", "cancelled"].contains(&j["status"].as_str().unwrap()) {
+            return j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(600), "job {id} did not end: {j}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `POST /api/v1/models/convert` and the import of a folder, as jobs of a running server;
+/// 400s for requests wrong on their face.
+fn through_the_server(dir: &Path, hf: &Path) {
+    let store = dir.join("served");
+    std::fs::create_dir_all(&store).unwrap();
+    let s = Server::start_args(&[
+        "--models-dir".into(),
+        store.display().to_string(),
+        "--import-root".into(),
+        dir.display().to_string(),
+        "--ctx".into(),
+        "256".into(),
+    ]);
+    let post = |path: &str, body: Value| s.request("POST", path, Some(&body.to_string()));
+    let r = post(
+        "/api/v1/models/convert",
+        json!({"path": hf, "name": "smol-hf", "type": "q8_0"}),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = wait_job(&s, r.json()["job_id"].as_str().unwrap());
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["kind"], "convert", "{job}");
+    assert_eq!(job["result"]["type"], "Q8_0", "{job}");
+    let r = post("/api/v1/models/import", json!({"path": hf, "name": "smol-imported"}));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = wait_job(&s, r.json()["job_id"].as_str().unwrap());
+    assert_eq!(job["status"], "succeeded", "{job}");
+    assert_eq!(job["result"]["how"], "converted", "{job}");
+    let tags = s.request("GET", "/api/tags", None).body;
+    assert!(tags.contains("smol-hf") && tags.contains("smol-imported"), "{tags}");
+    // The converted model answers.
+    let r = post(
+        "/api/generate",
+        json!({"model": "smol-hf", "prompt": "The capital of France is", "stream": false,
+               "options": {"temperature": 0, "num_predict": 4}}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Wrong on their face: 400 and no job.
+    let r = post("/api/v1/models/convert", json!({"path": "/etc", "name": "x"}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("import roots"), "{}", r.body);
+    let r = post("/api/v1/models/convert", json!({"path": hf, "type": "q3_x"}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let other = dir.join("neox");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("config.json"), r#"{"model_type": "gpt_neox"}"#).unwrap();
+    let r = post("/api/v1/models/convert", json!({"path": other}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("cannot be converted"), "{}", r.body);
 }
 
 #[test]

@@ -31,7 +31,8 @@ pub struct PullArgs {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A .gguf file to bring into the store (hard-linked when on the same file system).
+    /// A .gguf file to bring into the store (hard-linked when on the same file system), or a
+    /// Hugging Face folder (converted to F16; `weft convert` chooses the type).
     path: PathBuf,
     /// The name to store it under (default: the file name without .gguf).
     #[arg(long)]

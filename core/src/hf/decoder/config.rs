@@ -84,17 +84,24 @@ pub struct DecoderConfig {
 impl DecoderConfig {
     /// Reads `config.json`, refusing families the converter does not know.
     pub fn read(path: &Path) -> Result<Self, HfError> {
-        let mut c: DecoderConfig = read_json(path)?;
-        let family = Family::from_config(&c.model_type, &c.architectures).ok_or_else(|| {
-            HfError::Config {
-                path: path.display().to_string(),
-                message: format!(
-                    "model type {:?} ({}) cannot be converted (supported decoders: llama, \
-                     qwen2, gemma3)",
-                    c.model_type,
-                    c.architectures.join(", ")
-                ),
-            }
+        // The family first, so an unsupported model says so rather than missing a field.
+        let raw: serde_json::Value = read_json(path)?;
+        let model_type = raw["model_type"].as_str().unwrap_or_default();
+        let archs: Vec<String> = raw["architectures"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let family = Family::from_config(model_type, &archs).ok_or_else(|| HfError::Config {
+            path: path.display().to_string(),
+            message: format!(
+                "model type {model_type:?} ({}) cannot be converted (supported decoders: \
+                 llama, qwen2, gemma3)",
+                archs.join(", ")
+            ),
+        })?;
+        let mut c: DecoderConfig = serde_json::from_value(raw).map_err(|e| HfError::Config {
+            path: path.display().to_string(),
+            message: e.to_string(),
         })?;
         if c.num_attention_heads == 0 || c.hidden_size % c.num_attention_heads != 0 {
             return Err(HfError::Config {
