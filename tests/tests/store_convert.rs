@@ -73,7 +73,11 @@ fn greedy(model: &Path) -> Vec<Value> {
 
 /// Makes the HF folder of model `key`, converts it to F32 and checks the result; returns the
 /// scratch folder, the HF folder and the converted file.
-fn round_trip(key: &str, shards: usize, close: Option<&str>) -> Option<(PathBuf, PathBuf, PathBuf)> {
+fn round_trip(
+    key: &str,
+    shards: usize,
+    close: Option<&str>,
+) -> Option<(PathBuf, PathBuf, PathBuf)> {
     let orig = model_path(key)?;
     let dir = scratch(key);
     let hf = dir.join("hf");
@@ -132,8 +136,13 @@ fn round_trip(key: &str, shards: usize, close: Option<&str>) -> Option<(PathBuf,
         "2",
     ]);
     let (a, b) = (greedy(&orig_f32), greedy(&conv));
-    assert_eq!(a, b, "greedy tokens differ between the original and the conversion");
-    assert!(a.iter().all(|t| t.as_array().is_some_and(|t| t.len() == 12)));
+    assert_eq!(
+        a, b,
+        "greedy tokens differ between the original and the conversion"
+    );
+    assert!(a
+        .iter()
+        .all(|t| t.as_array().is_some_and(|t| t.len() == 12)));
     std::fs::remove_file(&orig_f32).unwrap();
     Some((dir, hf, conv))
 }
@@ -196,7 +205,10 @@ fn wait_job(s: &Server, id: &str) -> Value {
         if ["succeeded", "failed", "cancelled"].contains(&j["status"].as_str().unwrap()) {
             return j;
         }
-        assert!(t0.elapsed() < Duration::from_secs(600), "job {id} did not end: {j}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(600),
+            "job {id} did not end: {j}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -224,13 +236,19 @@ fn through_the_server(dir: &Path, hf: &Path) {
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["kind"], "convert", "{job}");
     assert_eq!(job["result"]["type"], "Q8_0", "{job}");
-    let r = post("/api/v1/models/import", json!({"path": hf, "name": "smol-imported"}));
+    let r = post(
+        "/api/v1/models/import",
+        json!({"path": hf, "name": "smol-imported"}),
+    );
     assert_eq!(r.status, 202, "{}", r.body);
     let job = wait_job(&s, r.json()["job_id"].as_str().unwrap());
     assert_eq!(job["status"], "succeeded", "{job}");
     assert_eq!(job["result"]["how"], "converted", "{job}");
     let tags = s.request("GET", "/api/tags", None).body;
-    assert!(tags.contains("smol-hf") && tags.contains("smol-imported"), "{tags}");
+    assert!(
+        tags.contains("smol-hf") && tags.contains("smol-imported"),
+        "{tags}"
+    );
     // The converted model answers.
     let r = post(
         "/api/generate",
@@ -239,10 +257,16 @@ fn through_the_server(dir: &Path, hf: &Path) {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     // Wrong on their face: 400 and no job.
-    let r = post("/api/v1/models/convert", json!({"path": "/etc", "name": "x"}));
+    let r = post(
+        "/api/v1/models/convert",
+        json!({"path": "/etc", "name": "x"}),
+    );
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("import roots"), "{}", r.body);
-    let r = post("/api/v1/models/convert", json!({"path": hf, "type": "q3_x"}));
+    let r = post(
+        "/api/v1/models/convert",
+        json!({"path": hf, "type": "q3_x"}),
+    );
     assert_eq!(r.status, 400, "{}", r.body);
     let other = dir.join("neox");
     std::fs::create_dir_all(&other).unwrap();
@@ -304,7 +328,11 @@ fn bad_folders_fail_with_a_clear_message() {
     )
     .unwrap();
     fails("no weights", "safetensors");
-    std::fs::write(hf.join("model.safetensors"), b"\x10\x00\x00\x00\x00\x00\x00\x00{").unwrap();
+    std::fs::write(
+        hf.join("model.safetensors"),
+        b"\x10\x00\x00\x00\x00\x00\x00\x00{",
+    )
+    .unwrap();
     fails("bad weights", "safetensors");
     let o = weft(&["convert", hf.to_str().unwrap(), "-o", out, "--type", "q3_x"]);
     assert!(!o.status.success());

@@ -43,12 +43,10 @@ fn looks_like_path(s: &str) -> bool {
 /// Checks the request before anything is written: the type, and that the folder's
 /// `config.json` names a family the converter knows.
 pub fn check_convert(req: &ConvertRequest) -> Result<FileType, StoreError> {
-    let ftype: FileType = req
-        .r#type
-        .as_deref()
-        .unwrap_or("F16")
-        .parse()
-        .map_err(|e: weft_core::quantize::UnknownFileType| StoreError::invalid(e.to_string()))?;
+    let ftype: FileType =
+        req.r#type.as_deref().unwrap_or("F16").parse().map_err(
+            |e: weft_core::quantize::UnknownFileType| StoreError::invalid(e.to_string()),
+        )?;
     if !req.path.is_dir() {
         return Err(StoreError::invalid(format!(
             "{} is not a folder",

@@ -98,7 +98,9 @@ pub fn import(
             r#type: None,
             threads: None,
         };
-        let got = convert_in_store(store, &conv, false, &mut |p| progress(p.phase, p.done, p.total))?;
+        let got = convert_in_store(store, &conv, false, &mut |p| {
+            progress(p.phase, p.done, p.total)
+        })?;
         return Ok(Imported {
             name: got.name.unwrap_or_default(),
             path: got.path,

@@ -89,7 +89,11 @@ impl DecoderConfig {
         let model_type = raw["model_type"].as_str().unwrap_or_default();
         let archs: Vec<String> = raw["architectures"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
         let family = Family::from_config(model_type, &archs).ok_or_else(|| HfError::Config {
             path: path.display().to_string(),
@@ -153,7 +157,10 @@ impl DecoderConfig {
         });
         m.push((k("rope.freq_base"), Value::F32(theta as f32)));
         let eps = self.rms_norm_eps.unwrap_or(1e-6);
-        m.push((k("attention.layer_norm_rms_epsilon"), Value::F32(eps as f32)));
+        m.push((
+            k("attention.layer_norm_rms_epsilon"),
+            Value::F32(eps as f32),
+        ));
         match self.family() {
             Family::Llama => {
                 if let Some(v) = self.vocab_size {

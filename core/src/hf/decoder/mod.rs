@@ -235,7 +235,10 @@ fn write_scratch(
                 if dims.len() != 2 || info.shape[0] % (2 * h) != 0 {
                     return Err(st_error(
                         path,
-                        format!("tensor {hf_name} of shape {:?} does not split into {h} heads", info.shape),
+                        format!(
+                            "tensor {hf_name} of shape {:?} does not split into {h} heads",
+                            info.shape
+                        ),
                     )
                     .into());
                 }
@@ -290,7 +293,9 @@ fn write_scratch(
         let bytes: std::borrow::Cow<[u8]> = match p.transform {
             Transform::PermuteRope(h) => {
                 let rows = view.shape()[0];
-                names::permute_rows(data, rows, h).expect("checked above").into()
+                names::permute_rows(data, rows, h)
+                    .expect("checked above")
+                    .into()
             }
             Transform::AddOne => {
                 let f = to_f32(src_ty, data);

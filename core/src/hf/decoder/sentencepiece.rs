@@ -121,10 +121,12 @@ fn pieces(bytes: &[u8]) -> Option<Vec<(String, f32, u64)>> {
 
 pub fn read_vocab(path: &Path, config: &DecoderConfig, tc: &Json) -> Result<SpVocab, HfError> {
     let bytes = std::fs::read(path).map_err(|e| HfError::io(path, e))?;
-    let list = pieces(&bytes).filter(|l| !l.is_empty()).ok_or_else(|| HfError::Config {
-        path: path.display().to_string(),
-        message: "not a SentencePiece model (no pieces could be read)".into(),
-    })?;
+    let list = pieces(&bytes)
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| HfError::Config {
+            path: path.display().to_string(),
+            message: "not a SentencePiece model (no pieces could be read)".into(),
+        })?;
     let n = config.vocab_size.unwrap_or(list.len()).max(list.len());
     let mut v = SpVocab {
         tokens: (0..n).map(|i| format!("[PAD{i}]")).collect(),

@@ -9,8 +9,8 @@ use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
 use crate::registry::{names, Registry};
 use crate::server::error::ApiError;
 use crate::store::{
-    self, check_convert, checked_path, ConvertRequest, ImportRequest, PullRequest,
-    QuantizeRequest, Store, StoreError,
+    self, check_convert, checked_path, ConvertRequest, ImportRequest, PullRequest, QuantizeRequest,
+    Store, StoreError,
 };
 
 /// The job runner and the store the jobs write into.
