@@ -107,7 +107,7 @@ impl DecoderConfig {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        if c.num_attention_heads == 0 || c.hidden_size % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0 || !c.hidden_size.is_multiple_of(c.num_attention_heads) {
             return Err(HfError::Config {
                 path: path.display().to_string(),
                 message: "hidden_size is not a multiple of num_attention_heads".into(),

@@ -232,7 +232,7 @@ fn write_scratch(
                 ty
             };
             if let Transform::PermuteRope(h) = transform {
-                if dims.len() != 2 || info.shape[0] % (2 * h) != 0 {
+                if dims.len() != 2 || !info.shape[0].is_multiple_of(2 * h) {
                     return Err(st_error(
                         path,
                         format!(

@@ -75,7 +75,11 @@ pub fn map(family: Family, hf: &str, n_head: usize, n_kv: usize) -> Option<(Stri
 /// Reorders the rows of a `[rows, row_bytes]` q/k weight as llama.cpp's `permute` does: within
 /// each of `heads` heads, row `j * half + i` (j in 0..2) moves to `2 * i + j`.
 pub fn permute_rows(data: &[u8], rows: usize, heads: usize) -> Option<Vec<u8>> {
-    if heads == 0 || rows % (2 * heads) != 0 || data.len() % rows != 0 {
+    if heads == 0
+        || rows == 0
+        || !rows.is_multiple_of(2 * heads)
+        || !data.len().is_multiple_of(rows)
+    {
         return None;
     }
     let row_bytes = data.len() / rows;
