@@ -218,6 +218,9 @@ fn wait_job(s: &Server, id: &str) -> Value {
 fn through_the_server(dir: &Path, hf: &Path) {
     let store = dir.join("served");
     std::fs::create_dir_all(&store).unwrap();
+    // The server needs a model to start with; the shipped one, linked in.
+    let base = model_path("smollm2").unwrap();
+    std::os::unix::fs::symlink(&base, store.join("base.gguf")).unwrap();
     let s = Server::start_args(&[
         "--models-dir".into(),
         store.display().to_string(),
