@@ -8,6 +8,7 @@
 //! same model as a GGUF file llama.cpp reads.
 
 mod config;
+pub mod decoder;
 mod weights;
 
 use std::path::{Path, PathBuf};

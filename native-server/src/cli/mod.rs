@@ -63,6 +63,8 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Quantize a GGUF model to another type (as llama-quantize does).
     Quantize(transfer::QuantizeArgs),
+    /// Convert a Hugging Face folder (llama, qwen2, gemma3; safetensors) to GGUF.
+    Convert(transfer::ConvertArgs),
     /// Create, list and revoke API keys (in the database `weft serve` uses).
     Keys(keys::KeysArgs),
     /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
@@ -88,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Ps(a) => models::ps(a),
         Command::Import(a) => transfer::import(a),
         Command::Quantize(a) => transfer::quantize(a),
+        Command::Convert(a) => transfer::convert(a),
         Command::Exec(a) => exec::run(a),
         Command::Keys(a) => keys::run(a),
     };

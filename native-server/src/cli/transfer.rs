@@ -1,5 +1,5 @@
 //! The store commands that move or make model bytes: `weft pull`, `weft import` and
-//! `weft quantize`, with a progress bar on a terminal (plain lines otherwise).
+//! `weft quantize` and `weft convert`, with a progress bar on a terminal (plain lines otherwise).
 
 use std::path::PathBuf;
 
@@ -8,7 +8,9 @@ use clap::Args;
 
 use super::models::StoreArgs;
 use super::progress::Reporter;
-use crate::store::{self, ImportRequest, PullRequest, QuantizeRequest, DEFAULT_HF_ENDPOINT};
+use crate::store::{
+    self, ConvertRequest, ImportRequest, PullRequest, QuantizeRequest, DEFAULT_HF_ENDPOINT,
+};
 
 #[derive(Args, Debug)]
 pub struct PullArgs {
@@ -29,7 +31,8 @@ pub struct PullArgs {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// A .gguf file to bring into the store (hard-linked when on the same file system).
+    /// A .gguf file to bring into the store (hard-linked when on the same file system), or a
+    /// Hugging Face folder (converted to F16; `weft convert` chooses the type).
     path: PathBuf,
     /// The name to store it under (default: the file name without .gguf).
     #[arg(long)]
@@ -54,6 +57,26 @@ pub struct QuantizeArgs {
     #[arg(long)]
     pure: bool,
     /// Worker threads (default: every core).
+    #[arg(long)]
+    threads: Option<usize>,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// A Hugging Face folder of a llama (SmolLM), qwen2 or gemma3 model: config.json,
+    /// *.safetensors (or shards with model.safetensors.index.json), tokenizer files.
+    dir: PathBuf,
+    /// The result: a .gguf path, or a model name in the store (default: the folder name, in
+    /// the store).
+    #[arg(short, long)]
+    output: Option<String>,
+    /// F16 (default, as llama.cpp's converter), F32, BF16, or any quantize type (Q8_0, Q4_K_M
+    /// ...), made in one go.
+    #[arg(long = "type", short = 't')]
+    r#type: Option<String>,
+    /// Worker threads for quantized types (default: every core).
     #[arg(long)]
     threads: Option<usize>,
     #[command(flatten)]
@@ -139,6 +162,35 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
         indicatif::HumanBytes(got.bytes_out),
         got.seconds,
         mb / got.seconds.max(1e-9)
+    );
+    Ok(())
+}
+
+pub fn convert(a: ConvertArgs) -> Result<()> {
+    let store = a.store.open()?;
+    let req = ConvertRequest {
+        path: a.dir.clone(),
+        target: a.output.clone(),
+        r#type: a.r#type.clone(),
+        threads: a.threads,
+    };
+    let mut rep = Reporter::new(true);
+    let r = store::convert_in_store(&store, &req, true, &mut |p| {
+        rep.update(p.phase, p.done, p.total);
+        true
+    });
+    rep.finish();
+    let got = r.map_err(|e| anyhow!(e.message))?;
+    println!(
+        "converted {} to {} {} ({}, {:.2} s)",
+        a.dir.display(),
+        got.r#type,
+        got.name.as_deref().map_or_else(
+            || got.path.display().to_string(),
+            |n| format!("'{n}' ({})", got.path.display())
+        ),
+        indicatif::HumanBytes(got.bytes),
+        got.seconds
     );
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Importing a local model into the store: a GGUF file is hard-linked (or copied, across file
-//! systems) under its new name. Only paths inside the
+//! systems) under its new name; a Hugging Face folder is converted (`convert.rs`). Only paths
+//! inside the
 //! allowed import roots are read — the real path, after following every symlink, so neither
 //! `..` nor a link pointing out of a root gets past the check.
 
@@ -9,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::convert::{convert_in_store, ConvertRequest};
 use super::{check_gguf, finish, write_error, Cleanup, Store, StoreError};
 use crate::registry::names;
 
 /// What to import.
 #[derive(Clone, Debug, Deserialize)]
 pub struct ImportRequest {
-    /// A `.gguf` file.
+    /// A `.gguf` file, or a Hugging Face folder (converted to F16).
     pub path: PathBuf,
     /// The name to store it under (default: the file or folder name).
     #[serde(default)]
@@ -28,7 +30,7 @@ pub struct Imported {
     pub name: String,
     pub path: PathBuf,
     pub bytes: u64,
-    /// `linked` or `copied`.
+    /// `linked`, `copied` or `converted` (a Hugging Face folder).
     pub how: &'static str,
 }
 
@@ -89,12 +91,22 @@ pub fn import(
 ) -> Result<Imported, StoreError> {
     let real = checked_path(&req.path, roots)?;
     if real.is_dir() {
-        // The extension point for Hugging Face folders (safetensors → GGUF conversion).
-        return Err(StoreError::invalid(format!(
-            "{} is a folder; importing Hugging Face folders needs the converter, which this \
-             build does not have yet: convert it to GGUF first",
-            req.path.display()
-        )));
+        // A Hugging Face folder: converted to F16 (as llama.cpp's converter does by default).
+        let conv = ConvertRequest {
+            path: real,
+            target: req.name.clone(),
+            r#type: None,
+            threads: None,
+        };
+        let got = convert_in_store(store, &conv, false, &mut |p| {
+            progress(p.phase, p.done, p.total)
+        })?;
+        return Ok(Imported {
+            name: got.name.unwrap_or_default(),
+            path: got.path,
+            bytes: got.bytes,
+            how: "converted",
+        });
     }
     check_gguf(&real, &real.display().to_string()).map_err(|e| StoreError::invalid(e.message))?;
     let default = names::from_file(&real);

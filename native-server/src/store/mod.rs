@@ -11,6 +11,7 @@
 //! Files: `pull.rs` (HTTP download), `reference.rs` (what a pull reference means),
 //! `import.rs`, `quantize.rs`.
 
+mod convert;
 mod import;
 mod pull;
 mod quantize;
@@ -18,6 +19,7 @@ mod reference;
 
 use std::path::{Path, PathBuf};
 
+pub use convert::{check_convert, convert_in_store, ConvertRequest, Converted};
 pub use import::{checked_path, import, ImportRequest, Imported};
 pub use pull::{pull, PullProgress, PullRequest, Pulled};
 pub use quantize::{quantize_in_store, QuantizeRequest, Quantized};

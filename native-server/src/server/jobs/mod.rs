@@ -1,4 +1,4 @@
-//! Model jobs over HTTP: `POST /api/v1/models/pull|import|quantize` start a job and answer
+//! Model jobs over HTTP: `POST /api/v1/models/pull|import|quantize|convert` start a job and answer
 //! 202 with it, `GET /api/v1/models/jobs/{job_id}` and `GET /api/v1/jobs` show jobs,
 //! `POST /api/v1/jobs/{id}/cancel` stops one, and Ollama's `POST /api/pull` streams a pull's
 //! progress as NDJSON (`status`, `digest`, `total`, `completed`). A finished job's model is
@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
 use super::state::Shared;
-use crate::store::{ImportRequest, PullRequest, QuantizeRequest};
+use crate::store::{ConvertRequest, ImportRequest, PullRequest, QuantizeRequest};
 pub use work::ModelJobs;
 
 type Res<T> = Result<T, PlainError>;
@@ -35,6 +35,7 @@ pub fn admin_routes() -> OpenApiRouter<Shared> {
         .routes(routes!(pull))
         .routes(routes!(import))
         .routes(routes!(quantize))
+        .routes(routes!(convert))
         .routes(routes!(job))
         .routes(routes!(list))
         .routes(routes!(cancel))
@@ -86,6 +87,13 @@ async fn import(State(st): State<Shared>, ApiJson(req): ApiJson<ImportRequest>) 
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
 async fn quantize(State(st): State<Shared>, ApiJson(req): ApiJson<QuantizeRequest>) -> Started {
     Ok(accepted(st.jobs()?.submit_quantize(req)?))
+}
+
+#[utoipa::path(post, path = "/models/convert", tag = "admin",
+    request_body(content = inline(Object), description = "{path: a Hugging Face folder inside the import roots, name?, type? (default F16)}"),
+    responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
+async fn convert(State(st): State<Shared>, ApiJson(req): ApiJson<ConvertRequest>) -> Started {
+    Ok(accepted(st.jobs()?.submit_convert(req)?))
 }
 
 fn missing(id: &str) -> PlainError {

@@ -9,7 +9,8 @@ use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
 use crate::registry::{names, Registry};
 use crate::server::error::ApiError;
 use crate::store::{
-    self, checked_path, ImportRequest, PullRequest, QuantizeRequest, Store, StoreError,
+    self, check_convert, checked_path, ConvertRequest, ImportRequest, PullRequest, QuantizeRequest,
+    Store, StoreError,
 };
 
 /// The job runner and the store the jobs write into.
@@ -131,6 +132,36 @@ impl ModelJobs {
                     !ctx.cancelled()
                 })
                 .map(|q| json!(q))
+                .map_err(|e| e.message)
+            }),
+        ))
+    }
+
+    /// Starts a conversion of a Hugging Face folder inside the import roots (400 for a path
+    /// outside them, a folder of an unknown family, an unknown type or a bad name).
+    pub fn submit_convert(&self, mut req: ConvertRequest) -> Result<Job, ApiError> {
+        req.path = checked_path(&req.path, Some(&self.store.import_roots)).map_err(to_api)?;
+        check_convert(&req).map_err(to_api)?;
+        if let Some(t) = &req.target {
+            names::check_new(t)?;
+        }
+        let store = self.store.clone();
+        let request = json!({"path": req.path, "name": req.target, "type": req.r#type});
+        Ok(self.runner.submit(
+            JobKind::Convert,
+            request,
+            ProgressUnit::Bytes,
+            Box::new(move |ctx| {
+                let mut phase = "";
+                store::convert_in_store(&store, &req, false, &mut |p| {
+                    if p.phase != phase {
+                        phase = p.phase;
+                        ctx.phase(p.phase);
+                    }
+                    ctx.progress(p.done, p.total);
+                    !ctx.cancelled()
+                })
+                .map(|c| json!(c))
                 .map_err(|e| e.message)
             }),
         ))
