@@ -17,19 +17,23 @@ impl Storage {
         })
     }
 
+    /// Whether a session exists.
+    pub async fn session_exists(&self, id: &str) -> Result<bool> {
+        let sql = "SELECT 1 AS one FROM chat_sessions WHERE id = $1";
+        on_pool!(self, |p| Ok(sqlx::query(sql)
+            .bind(id)
+            .fetch_optional(p)
+            .await?
+            .is_some()))
+    }
+
     /// A session's conversation, oldest message first; None when there is no such session.
     pub async fn session_messages(&self, id: &str) -> Result<Option<Vec<Value>>> {
-        let exists = "SELECT 1 AS one FROM chat_sessions WHERE id = $1";
+        if !self.session_exists(id).await? {
+            return Ok(None);
+        }
         let sql = "SELECT message FROM chat_messages WHERE session_id = $1 ORDER BY seq";
         let rows: Option<Vec<String>> = on_pool!(self, |p| {
-            if sqlx::query(exists)
-                .bind(id)
-                .fetch_optional(p)
-                .await?
-                .is_none()
-            {
-                return Ok::<_, StorageError>(None);
-            }
             let rows = sqlx::query(sql).bind(id).fetch_all(p).await?;
             let messages = rows
                 .iter()

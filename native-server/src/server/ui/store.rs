@@ -83,6 +83,17 @@ impl Sessions {
             .transpose()
     }
 
+    /// Whether a session exists (without reading its conversation).
+    pub async fn exists(&self, id: &str) -> Result<bool, ApiError> {
+        if self.lock().contains_key(id) {
+            return Ok(true);
+        }
+        self.storage
+            .session_exists(id)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading session {id}: {e}")))
+    }
+
     /// Records a session's conversation without waiting; a missing session is made only with
     /// `create` (else a reply that ends after its session was deleted would bring it back).
     pub fn save(&self, id: &str, messages: Vec<Message>, create: bool) {

@@ -120,7 +120,7 @@ pub async fn upload(
         .into());
     }
     let sid = session.unwrap_or_else(|| DEFAULT_SESSION.into());
-    let known = sid == DEFAULT_SESSION || st.sessions.get(&sid).await?.is_some();
+    let known = sid == DEFAULT_SESSION || st.sessions.exists(&sid).await?;
     if !known {
         return Err(ApiError::not_found(format!(
             "unknown session {sid:?}; create one with POST /api/sessions"
