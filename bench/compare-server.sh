@@ -4,7 +4,8 @@
 # the same model and threads: aggregate generation tokens/s, time to first token (p50 / p95) and
 # inter-token latency (p50 / p95) at each concurrency, greedy streamed chat completions. The two
 # servers run alternately, never both at once.
-# Usage: bench/compare-server.sh [MODEL.gguf]   (default: Qwen2.5-Coder 0.5B Q4_K_M)
+# Usage: bench/compare-server.sh [MODEL.gguf ...]   (default: Qwen2.5-Coder 0.5B Q4_K_M, then
+#        Gemma 3 270M Q4_K_M)
 # Env: WEFT_BIN (a built binary; default: build release), THREADS (2), CONC (1,4,16,64),
 #      PER (2 requests per client thread; 4 at concurrency 1), N (48 max tokens), ROUNDS (1),
 #      SLOTS (16: llama-server -np), CTX (1024: llama-server context per slot),
@@ -16,7 +17,9 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/weft/target}"
 THREADS="${THREADS:-2}" CONC="${CONC:-1,4,16,64}" PER="${PER:-2}" N="${N:-48}" ROUNDS="${ROUNDS:-1}"
 SLOTS="${SLOTS:-16}" CTX="${CTX:-1024}"
 models="${WEFT_MODELS_DIR:-$root/models}"
-model="${1:-$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf}"
+if [ $# -eq 0 ]; then
+  set -- "$models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf" "$models/gemma-3-270m-q4_k_m.gguf"
+fi
 eval "$("$root/bench/build-llamacpp.sh")"
 
 # WEFT_BIN: an already built release binary (skips the build).
@@ -63,10 +66,12 @@ run_llama() {
   wait "$pid" 2>/dev/null || true
 }
 
-echo "date: $(date -u '+%F %H:%M') UTC cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
-  "threads: $THREADS model: $(basename "$model") max_tokens: $N llama-server: -np $SLOTS -c $((SLOTS * CTX))" \
-  "weft: ${WEFT_ARGS:-defaults} load: $(cut -d' ' -f1-3 /proc/loadavg)"
-for _ in $(seq "$ROUNDS"); do
-  run_llama
-  run_weft
+for model in "$@"; do
+  echo "date: $(date -u '+%F %H:%M') UTC cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+    "threads: $THREADS model: $(basename "$model") max_tokens: $N llama-server: -np $SLOTS -c $((SLOTS * CTX))" \
+    "weft: ${WEFT_ARGS:-defaults} load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for _ in $(seq "$ROUNDS"); do
+    run_llama
+    run_weft
+  done
 done

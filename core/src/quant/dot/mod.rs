@@ -30,6 +30,8 @@ mod avx2_legacy;
 #[cfg(target_arch = "x86_64")]
 mod avx2_multi;
 #[cfg(target_arch = "x86_64")]
+mod avx2_rows;
+#[cfg(target_arch = "x86_64")]
 mod avx2_util;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm_k;
@@ -302,8 +304,9 @@ pub fn vec_dot_tile(
     }
 }
 
-/// The AVX-512 row kernels for groups of 8, 4 and 2 activation rows from the
-/// first, when this CPU and type have them; returns how many activation rows were done.
+/// The AVX-512 row kernels for groups of 8, 4 and 2 activation rows from the first (on CPUs
+/// without them, the AVX2 ones of [`avx2_rows_multi`]), when this CPU and type have them;
+/// returns how many activation rows were done.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
 fn rows_multi_simd(
@@ -316,14 +319,14 @@ fn rows_multi_simd(
     n_tok: usize,
     out: &mut [f32],
 ) -> usize {
+    let n_rows = w_rows.len() / row_bytes;
+    let mut t0 = 0;
+    if !avx512_rows::available() {
+        return avx2_rows_multi(w, w_rows, n_rows, acts, act_bytes, nb, n_tok, out);
+    }
     let Some(kind) = avx512_rows::Kind::of(w) else {
         return 0;
     };
-    if !avx512_rows::available() {
-        return 0;
-    }
-    let n_rows = w_rows.len() / row_bytes;
-    let mut t0 = 0;
     macro_rules! groups_of {
         ($k:literal) => {
             while t0 + $k <= n_tok {
@@ -349,6 +352,56 @@ fn rows_multi_simd(
     const _: () = assert!(avx512_rows::MAX_TOKENS == 8);
     groups_of!(8);
     groups_of!(4);
+    groups_of!(2);
+    t0
+}
+
+/// The AVX2 row kernels (`avx2_rows`) for groups of 4, 3 and 2 activation rows from the
+/// first, when this CPU and type have them; returns how many activation rows were done.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn avx2_rows_multi(
+    w: GgmlType,
+    w_rows: &[u8],
+    n_rows: usize,
+    acts: &[u8],
+    act_bytes: usize,
+    nb: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) -> usize {
+    let Some(kind) = avx2_rows::Kind::of(w) else {
+        return 0;
+    };
+    if !has_avx2() || n_tok < 2 {
+        return 0;
+    }
+    let mut t0 = 0;
+    macro_rules! groups_of {
+        ($k:literal) => {
+            while t0 + $k <= n_tok {
+                let cols: [&[u8]; $k] =
+                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
+                // SAFETY: features checked; `vec_dot_tile` checked every row's and
+                // activation's length, and `out` holds `n_rows · n_tok` values.
+                unsafe {
+                    avx2_rows::rows_multi::<$k>(
+                        kind,
+                        w_rows,
+                        n_rows,
+                        cols,
+                        nb,
+                        &mut out[t0..],
+                        n_tok,
+                    )
+                };
+                t0 += $k;
+            }
+        };
+    }
+    const _: () = assert!(avx2_rows::MAX_TOKENS == 4);
+    groups_of!(4);
+    groups_of!(3);
     groups_of!(2);
     t0
 }
