@@ -93,10 +93,6 @@ impl EventSink for ChannelSink {
         };
         match &event {
             Event::Done(s) => self.span.in_scope(|| {
-                // Before the event is passed on, so the client's next request sees the use.
-                if let Some(m) = &self.meter {
-                    m.record((s.prompt_tokens + s.completion_tokens) as u64);
-                }
                 tracing::info!(
                     model = %self.model,
                     choice = self.index,
@@ -114,6 +110,16 @@ impl EventSink for ChannelSink {
                 tracing::warn!(model = %self.model, choice = self.index, error = %f, "generation failed")
             }),
             _ => {}
+        }
+        if let (Event::Done(s), Some(m)) = (&event, &self.meter) {
+            // The last event waits for the usage to be recorded, so the client's next request
+            // (on any replica) is checked against it.
+            let tokens = (s.prompt_tokens + s.completion_tokens) as u64;
+            let (tx, index) = (self.tx.clone(), self.index);
+            m.record(tokens, move || {
+                let _ = tx.send((index, event));
+            });
+            return !self.tx.is_closed();
         }
         self.tx.send((self.index, event)).is_ok()
     }

@@ -47,7 +47,7 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
         if let Some(t) = &p.tenant {
             let tenant = st.storage.get_tenant(t).await?;
             check_model(&tenant, stored.as_deref().or(name.as_deref()))?;
-            check_quota(ctx.as_deref(), &tenant)?;
+            check_quota(&tenant)?;
         }
         if let Some(tpm) = p.tokens_per_minute {
             st.auth.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
@@ -100,12 +100,14 @@ fn check_model(t: &Tenant, model: Option<&str>) -> Result<(), ApiError> {
     )))
 }
 
-fn check_quota(ctx: Option<&RequestCtx>, t: &Tenant) -> Result<(), ApiError> {
+/// Whether the tenant's row, as just read, still has quota left. Finished generations' tokens
+/// are in the row before their responses end (see `usage`), so a request sent after another
+/// was refused is refused too, on any replica.
+fn check_quota(t: &Tenant) -> Result<(), ApiError> {
     let Some(quota) = t.token_quota else {
         return Ok(());
     };
-    let pending = ctx.map_or(0, |c| c.usage.pending(&t.id));
-    let used = t.tokens_used.saturating_add(pending);
+    let used = t.tokens_used;
     if used >= quota {
         return Err(ApiError::quota_exceeded(format!(
             "tenant {:?} has used its token quota ({used} of {quota} tokens); an admin can reset it with PATCH /api/v1/tenants/{} {{\"reset_usage\": true}} or raise token_quota",
