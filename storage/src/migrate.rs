@@ -39,6 +39,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),
         postgres: include_str!("../migrations/postgres/0006_chat_sessions.sql"),
     },
+    Migration {
+        version: 8,
+        name: "model_aliases",
+        sqlite: include_str!("../migrations/sqlite/0008_model_aliases.sql"),
+        postgres: include_str!("../migrations/postgres/0008_model_aliases.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
