@@ -43,7 +43,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use ab::{AbTest, AbVote, NewAbTest, NewAbVote, Variant, WHOLE as AB_WHOLE};
 pub use adapters::{Adapter, NewAdapter};
 pub use audit::{AuditEntry, NewAudit};
-pub use dump::{Row, TABLES};
+pub use dump::{DumpItem, Row, TABLES};
 pub use error::{Result, StorageError};
 pub use keys::{ApiKey, NewKey};
 pub use model_aliases::ModelAlias;
