@@ -10,12 +10,11 @@ use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
-use super::auth::context::RequestCtx as AuthCtx;
 use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
+use super::context::{self, RequestCtx};
 use super::error::ApiError;
 use super::moderation::output::{OutputFilter, Step};
-use super::request_log::{self, RequestCtx};
 use super::state::AppState;
 use crate::registry::{Lease, Loaded};
 
@@ -174,8 +173,8 @@ impl ChannelSink {
 /// the sink filters each sequence's text with the current request's rules.
 pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
-    let ctx = request_log::current();
-    let meter = AuthCtx::current().and_then(|c| c.meter()).map(Arc::new);
+    let ctx = context::current();
+    let meter = ctx.as_ref().and_then(|c| c.meter()).map(Arc::new);
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {

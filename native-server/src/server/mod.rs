@@ -26,6 +26,7 @@ mod api;
 pub mod auth;
 pub mod code;
 mod common;
+pub mod context;
 mod embeddings;
 mod error;
 mod extract;

@@ -10,8 +10,8 @@
 
 use weft_storage::{StorageError, Tenant};
 
-use super::context::RequestCtx;
 use crate::registry::names;
+use crate::server::context::{self, RequestCtx};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 
@@ -21,7 +21,7 @@ pub const AB_PREFIX: &str = "ab:";
 /// The model name to lease for `requested` (`None`: the default model), after the checks
 /// above.
 pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<String>, ApiError> {
-    let ctx = RequestCtx::current();
+    let ctx = context::current();
     let ab_id = ctx.as_ref().and_then(|c| c.ab_header.clone()).or_else(|| {
         requested
             .and_then(|m| m.trim().strip_prefix(AB_PREFIX))
@@ -43,7 +43,7 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
             )));
         }
     }
-    if let Some(p) = ctx.as_ref().and_then(|c| c.principal.as_ref()) {
+    if let Some(p) = ctx.as_ref().and_then(|c| c.principal()) {
         if let Some(t) = &p.tenant {
             let tenant = st.storage.get_tenant(t).await?;
             check_model(&tenant, stored.as_deref().or(name.as_deref()))?;
@@ -119,15 +119,15 @@ fn check_quota(t: &Tenant) -> Result<(), ApiError> {
 
 /// The stored model names the current request's tenant may see (`None`: every model).
 pub async fn visible_models(st: &AppState) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(ctx) = RequestCtx::current() else {
+    let Some(ctx) = context::current() else {
         return Ok(None);
     };
-    let Some(t) = ctx.principal.as_ref().and_then(|p| p.tenant.as_ref()) else {
+    let Some(t) = ctx.principal().and_then(|p| p.tenant) else {
         return Ok(None);
     };
     Ok(st
         .storage
-        .get_tenant(t)
+        .get_tenant(&t)
         .await?
         .models
         .map(|m| m.iter().map(|n| names::normalise(n)).collect()))
