@@ -31,6 +31,7 @@ pub const TABLES: &[&str] = &[
     "adapters",
     "chat_sessions",
     "chat_messages",
+    "model_aliases",
 ];
 
 /// One row: column name → JSON value (integers, reals, text, booleans, `null`; bytes as hex).
@@ -174,7 +175,59 @@ fn invalid(msg: String) -> StorageError {
     StorageError::Invalid(msg)
 }
 
+/// One step of a streamed dump ([`Storage::dump_to`]): a table starts, or a row of the table
+/// that started last.
+#[derive(Debug)]
+pub enum DumpItem {
+    Table(&'static str),
+    Row(Row),
+}
+
 impl Storage {
+    /// The same snapshot as [`Storage::dump`], sent row by row into `out` as it is read (a
+    /// bounded channel: reading waits for the consumer), so memory does not grow with the
+    /// database. Every table of [`TABLES`] is announced, in that order, even when empty.
+    /// Stops early, without an error, when the receiver is dropped.
+    pub async fn dump_to(&self, out: &tokio::sync::mpsc::Sender<DumpItem>) -> Result<()> {
+        use futures_util::TryStreamExt;
+        macro_rules! send_all {
+            ($tx:expr) => {{
+                'tables: for &table in TABLES {
+                    if out.send(DumpItem::Table(table)).await.is_err() {
+                        break 'tables;
+                    }
+                    let sql = format!("SELECT * FROM {table} ORDER BY 1");
+                    let mut rows = sqlx::query(AssertSqlSafe(sql)).fetch(&mut *$tx);
+                    while let Some(r) = rows.try_next().await? {
+                        let mut m = Map::new();
+                        for (i, c) in r.columns().iter().enumerate() {
+                            m.insert(c.name().to_string(), cell!(r, i, table));
+                        }
+                        if out.send(DumpItem::Row(m)).await.is_err() {
+                            break 'tables;
+                        }
+                    }
+                }
+            }};
+        }
+        match &*self.db {
+            crate::Db::Sqlite(p) => {
+                let mut tx = p.begin().await?;
+                send_all!(tx);
+                tx.commit().await?;
+            }
+            crate::Db::Postgres(p) => {
+                let mut tx = p.begin().await?;
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .execute(&mut *tx)
+                    .await?;
+                send_all!(tx);
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every row of every table in [`TABLES`], in primary-key order, read in one transaction
     /// so the tables agree with each other (a snapshot, while other requests write on).
     pub async fn dump(&self) -> Result<BTreeMap<&'static str, Vec<Row>>> {

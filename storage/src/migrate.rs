@@ -2,7 +2,7 @@
 //! order at open. A `weft_migrations` table records which ran, so each runs once; on Postgres
 //! an advisory lock keeps two replicas starting together from applying the same one twice.
 
-use sqlx::{PgPool, SqlitePool};
+use sqlx::{Database, Encode, Executor, IntoArguments, PgPool, Postgres, Sqlite, SqlitePool, Type};
 
 use crate::error::{Result, StorageError};
 
@@ -39,6 +39,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),
         postgres: include_str!("../migrations/postgres/0006_chat_sessions.sql"),
     },
+    Migration {
+        version: 8,
+        name: "model_aliases",
+        sqlite: include_str!("../migrations/sqlite/0008_model_aliases.sql"),
+        postgres: include_str!("../migrations/postgres/0008_model_aliases.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
@@ -55,28 +61,15 @@ pub async fn sqlite(pool: &SqlitePool) -> Result<()> {
         // BEGIN IMMEDIATE takes the write lock first, so a second process waits, then sees
         // the ledger row and skips.
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        let done = sqlx::query("SELECT 1 FROM weft_migrations WHERE version = $1")
-            .bind(m.version)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if done.is_none() {
-            sqlx::raw_sql(m.sqlite)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| failed(m, e))?;
-            sqlx::query(RECORD)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(crate::now())
-                .execute(&mut *tx)
-                .await?;
-        }
+        apply::<Sqlite>(&mut tx, m, m.sqlite).await?;
         tx.commit().await?;
     }
     Ok(())
 }
 
 pub async fn postgres(pool: &PgPool) -> Result<()> {
+    // One transaction for every step, under the lock: a replica starting alongside waits for
+    // all of them, and a failed step leaves the schema as it was.
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(PG_LOCK)
@@ -84,24 +77,42 @@ pub async fn postgres(pool: &PgPool) -> Result<()> {
         .await?;
     sqlx::query(LEDGER).execute(&mut *tx).await?;
     for m in MIGRATIONS {
-        let done = sqlx::query("SELECT 1 FROM weft_migrations WHERE version = $1")
-            .bind(m.version)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if done.is_none() {
-            sqlx::raw_sql(m.postgres)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| failed(m, e))?;
-            sqlx::query(RECORD)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(crate::now())
-                .execute(&mut *tx)
-                .await?;
-        }
+        apply::<Postgres>(&mut tx, m, m.postgres).await?;
     }
     tx.commit().await?;
+    Ok(())
+}
+
+/// Runs step `m` (its `sql` for this backend) on `conn` unless the ledger says it ran, and
+/// records it. Written once for both backends so they cannot drift apart; the callers only
+/// choose the transactions it runs in.
+async fn apply<DB>(conn: &mut DB::Connection, m: &Migration, sql: &'static str) -> Result<()>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'a> i64: Encode<'a, DB>,
+    for<'a> &'a str: Encode<'a, DB>,
+    i64: Type<DB>,
+    for<'a> &'a str: Type<DB>,
+{
+    let done = sqlx::query::<DB>("SELECT 1 FROM weft_migrations WHERE version = $1")
+        .bind(m.version)
+        .fetch_optional(&mut *conn)
+        .await?;
+    if done.is_some() {
+        return Ok(());
+    }
+    sqlx::raw_sql(sql)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| failed(m, e))?;
+    sqlx::query::<DB>(RECORD)
+        .bind(m.version)
+        .bind(m.name)
+        .bind(crate::now())
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 

@@ -264,3 +264,52 @@ async fn ab_tests_tenant_usage_and_adapters_on_sqlite() {
     assert!(s.find_adapter("l").await.unwrap().is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn model_aliases_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!("weft-storage-aliases-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = Storage::open(&dir.join("weft.db").display().to_string())
+        .await
+        .unwrap();
+    let alias = |name: &str, target: &str| weft_storage::ModelAlias {
+        name: name.into(),
+        target_kind: "alias".into(),
+        target: target.into(),
+        overrides: "{}".into(),
+        origin: "created".into(),
+        updated_at: 0,
+    };
+    s.write_model_aliases(&[alias("a", "smol"), alias("b", "smol")], &[])
+        .await
+        .unwrap();
+    // A write replaces a row of the same name and removes those named.
+    s.write_model_aliases(&[alias("a", "other")], &["b".to_string()])
+        .await
+        .unwrap();
+    let rows = s.model_aliases().await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (rows[0].name.as_str(), rows[0].target.as_str()),
+        ("a", "other")
+    );
+    assert!(rows[0].updated_at > 0);
+    // An import adds only names not stored yet.
+    let added = s
+        .import_model_aliases(&[alias("a", "imported"), alias("c", "smol")])
+        .await
+        .unwrap();
+    assert_eq!(added, 1);
+    let rows = s.model_aliases().await.unwrap();
+    let targets: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.target.as_str()))
+        .collect();
+    assert_eq!(targets, [("a", "other"), ("c", "smol")]);
+    // A bad kind is refused by the schema.
+    let mut bad = alias("d", "smol");
+    bad.target_kind = "nonsense".into();
+    assert!(s.write_model_aliases(&[bad], &[]).await.is_err());
+    s.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

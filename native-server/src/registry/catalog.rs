@@ -3,7 +3,10 @@
 //! overrides each carries (system prompt, chat template, default parameters).
 //!
 //! Names clients make are kept in `weft-models.json` in the models directory, so they outlive
-//! a restart; with no models directory they live as long as the process.
+//! a restart; with no models directory they live as long as the process. A server keeps them
+//! in its database instead ([`Catalog::use_database`]; `server::model_names` writes and
+//! re-reads them), importing the file once: the offline commands (`weft cp`, `weft rm`) still
+//! work on the file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -94,6 +97,8 @@ pub struct Catalog {
     dir: Option<PathBuf>,
     /// The model requests without a name use (the first `--model`, else the first found).
     default: Option<String>,
+    /// Whether changes are saved to the names file (not when a database keeps them).
+    file_store: bool,
 }
 
 /// Persisted form of the names clients made and of overrides set on file names.
@@ -112,6 +117,7 @@ impl Catalog {
             facts: HashMap::new(),
             dir: dir.map(Path::to_path_buf),
             default: None,
+            file_store: true,
         };
         for (name, path) in models {
             // A GGUF file, or a Hugging Face folder (an embedding model).
@@ -168,7 +174,13 @@ impl Catalog {
         };
         let stored: Stored = serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{} is not valid: {e}", path.display()))?;
-        for (name, e) in stored.models {
+        self.merge(stored.models);
+        Ok(())
+    }
+
+    /// Adds stored names and overrides to what the command line and the scan found.
+    fn merge(&mut self, models: BTreeMap<String, Entry>) {
+        for (name, e) in models {
             match (self.entries.get_mut(&name), e.origin) {
                 // Overrides set on a file name: the file is found by the scan again.
                 (Some(existing), Origin::CommandLine | Origin::Directory) => {
@@ -183,7 +195,45 @@ impl Catalog {
                 }
             }
         }
-        Ok(())
+    }
+
+    /// Stops saving to the names file: the caller keeps [`Catalog::persisted`] elsewhere.
+    pub fn use_database(&mut self) {
+        self.file_store = false;
+    }
+
+    /// The names file, when there is a models directory (whether or not it exists).
+    pub fn store_file(&self) -> Option<PathBuf> {
+        self.store_path()
+    }
+
+    /// What is saved: the created names and the overrides set on file names.
+    pub fn persisted(&self) -> BTreeMap<String, Entry> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.origin == Origin::Created || e.overrides != Overrides::default())
+            .map(|(n, e)| (n.clone(), e.clone()))
+            .collect()
+    }
+
+    /// Makes the saved part of the catalog `stored` (another replica's changes): created names
+    /// it lacks go, file names it lacks lose their overrides, and the rest is merged as at
+    /// start-up.
+    pub fn replace_persisted(&mut self, stored: BTreeMap<String, Entry>) {
+        self.entries.retain(|n, e| {
+            if !stored.contains_key(n) {
+                e.overrides = Overrides::default();
+            }
+            e.origin != Origin::Created || stored.contains_key(n)
+        });
+        self.merge(stored);
+        if self
+            .default
+            .as_ref()
+            .is_some_and(|d| !self.entries.contains_key(d))
+        {
+            self.default = self.entries.keys().next().cloned();
+        }
     }
 
     fn store_path(&self) -> Option<PathBuf> {
@@ -192,16 +242,11 @@ impl Catalog {
 
     /// Writes the created names and overrides (atomically: a temp file renamed over the old).
     fn save(&self) -> Result<(), RegistryError> {
-        let Some(path) = self.store_path() else {
+        let Some(path) = self.store_path().filter(|_| self.file_store) else {
             return Ok(());
         };
         let stored = Stored {
-            models: self
-                .entries
-                .iter()
-                .filter(|(_, e)| e.origin == Origin::Created || e.overrides != Overrides::default())
-                .map(|(n, e)| (n.clone(), e.clone()))
-                .collect(),
+            models: self.persisted(),
         };
         let text = serde_json::to_string_pretty(&stored).unwrap_or_default();
         let tmp = path.with_extension("json.tmp");

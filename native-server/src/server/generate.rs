@@ -10,12 +10,11 @@ use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
 
-use super::auth::context::RequestCtx as AuthCtx;
 use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
+use super::context::{self, RequestCtx};
 use super::error::ApiError;
 use super::moderation::output::{OutputFilter, Step};
-use super::request_log::{self, RequestCtx};
 use super::state::AppState;
 use crate::registry::{Lease, Loaded};
 
@@ -93,10 +92,6 @@ impl EventSink for ChannelSink {
         };
         match &event {
             Event::Done(s) => self.span.in_scope(|| {
-                // Before the event is passed on, so the client's next request sees the use.
-                if let Some(m) = &self.meter {
-                    m.record((s.prompt_tokens + s.completion_tokens) as u64);
-                }
                 tracing::info!(
                     model = %self.model,
                     choice = self.index,
@@ -114,6 +109,16 @@ impl EventSink for ChannelSink {
                 tracing::warn!(model = %self.model, choice = self.index, error = %f, "generation failed")
             }),
             _ => {}
+        }
+        if let (Event::Done(s), Some(m)) = (&event, &self.meter) {
+            // The last event waits for the usage to be recorded, so the client's next request
+            // (on any replica) is checked against it.
+            let tokens = (s.prompt_tokens + s.completion_tokens) as u64;
+            let (tx, index) = (self.tx.clone(), self.index);
+            m.record(tokens, move || {
+                let _ = tx.send((index, event));
+            });
+            return !self.tx.is_closed();
         }
         self.tx.send((self.index, event)).is_ok()
     }
@@ -168,8 +173,8 @@ impl ChannelSink {
 /// the sink filters each sequence's text with the current request's rules.
 pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
-    let ctx = request_log::current();
-    let meter = AuthCtx::current().and_then(|c| c.meter()).map(Arc::new);
+    let ctx = context::current();
+    let meter = ctx.as_ref().and_then(|c| c.meter()).map(Arc::new);
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {

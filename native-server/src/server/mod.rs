@@ -26,12 +26,14 @@ mod api;
 pub mod auth;
 pub mod code;
 mod common;
+pub mod context;
 mod embeddings;
 mod error;
 mod extract;
 mod generate;
 pub mod jobs;
 pub mod logging;
+mod model_names;
 mod moderation;
 mod ollama;
 mod openai;
@@ -119,8 +121,10 @@ pub fn state(
     Arc::new(AppState::new(cfg, registry, jobs, code, storage, auth))
 }
 
-/// Loads the persisted settings and starts following changes other replicas make.
+/// Loads the persisted settings and model names and starts following changes other replicas
+/// make.
 pub async fn start_settings(state: &Shared) -> Result<(), ApiError> {
+    model_names::start(state).await?;
     admin::settings::reload(state).await?;
     admin::settings::spawn_sync(state.clone());
     state.moderation.reload().await?;

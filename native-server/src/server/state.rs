@@ -60,6 +60,8 @@ pub struct AppState {
     pub logs: super::request_log::LogBus,
     /// Set by `POST /api/v1/restart`; `weft serve` watches it to drain and re-execute.
     pub restart: tokio::sync::watch::Sender<bool>,
+    /// Keeps the catalog's saved names and the database in step.
+    pub names: super::model_names::NameSync,
 }
 
 /// The handle handlers get.
@@ -93,6 +95,7 @@ impl AppState {
             sessions,
             responses: Arc::new(MemoryStore::default()),
             uploads,
+            names: Default::default(),
         }
     }
 

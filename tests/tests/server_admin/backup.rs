@@ -72,6 +72,7 @@ fn round_trip(db: &Db) {
         "settings.json",
         "tables/api_keys.jsonl",
         "tables/audit.jsonl",
+        "tables/model_aliases.jsonl",
     ] {
         assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
     }

@@ -4,6 +4,7 @@
 
 mod ab;
 mod adapters;
+mod aliases;
 mod backup;
 mod harness;
 mod inputs;

@@ -64,6 +64,14 @@ pub fn backup(c: &Client, key: &str) -> Vec<u8> {
     let (r, b) = raw(c, key, "GET", "/api/v1/backup", None);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("content-type"), Some("application/zip"));
+    // Streamed as it is written, not built in memory first: no length is known up front.
+    assert_eq!(
+        r.header("transfer-encoding"),
+        Some("chunked"),
+        "{:?}",
+        r.headers
+    );
+    assert_eq!(r.header("content-length"), None);
     b
 }
 

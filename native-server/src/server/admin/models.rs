@@ -14,6 +14,7 @@ use super::types::{
 use crate::registry::{Origin, Overrides, Target};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::model_names;
 use crate::server::ollama::models::{check_overrides, modelfile};
 use crate::server::state::{rfc3339, Shared};
 
@@ -144,7 +145,7 @@ async fn alias(State(st): State<Shared>, ApiJson(b): ApiJson<AliasRequest>) -> R
     let (Some(a), Some(m)) = (b.alias, b.model) else {
         return Err(ApiError::invalid("alias and model are required").into());
     };
-    let a = st.registry.with_catalog(|c| c.alias(&a, &m))?;
+    let a = model_names::change(&st, || st.registry.with_catalog(|c| c.alias(&a, &m))).await?;
     Ok(Json(AliasResponse {
         ok: true,
         alias: a,
@@ -186,6 +187,9 @@ async fn put_modelfile(
         parameters: b.parameters.unwrap_or_default(),
     };
     check_overrides(&o)?;
-    let name = st.registry.with_catalog(|c| c.set_overrides(&id, o))?;
+    let name = model_names::change(&st, || {
+        st.registry.with_catalog(|c| c.set_overrides(&id, o))
+    })
+    .await?;
     Ok(Json(modelfile_of(&st, &name)?))
 }

@@ -10,8 +10,8 @@
 
 use weft_storage::{StorageError, Tenant};
 
-use super::context::RequestCtx;
 use crate::registry::names;
+use crate::server::context::{self, RequestCtx};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 
@@ -21,7 +21,7 @@ pub const AB_PREFIX: &str = "ab:";
 /// The model name to lease for `requested` (`None`: the default model), after the checks
 /// above.
 pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<String>, ApiError> {
-    let ctx = RequestCtx::current();
+    let ctx = context::current();
     let ab_id = ctx.as_ref().and_then(|c| c.ab_header.clone()).or_else(|| {
         requested
             .and_then(|m| m.trim().strip_prefix(AB_PREFIX))
@@ -43,11 +43,11 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
             )));
         }
     }
-    if let Some(p) = ctx.as_ref().and_then(|c| c.principal.as_ref()) {
+    if let Some(p) = ctx.as_ref().and_then(|c| c.principal()) {
         if let Some(t) = &p.tenant {
             let tenant = st.storage.get_tenant(t).await?;
             check_model(&tenant, stored.as_deref().or(name.as_deref()))?;
-            check_quota(ctx.as_deref(), &tenant)?;
+            check_quota(&tenant)?;
         }
         if let Some(tpm) = p.tokens_per_minute {
             st.auth.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
@@ -100,12 +100,14 @@ fn check_model(t: &Tenant, model: Option<&str>) -> Result<(), ApiError> {
     )))
 }
 
-fn check_quota(ctx: Option<&RequestCtx>, t: &Tenant) -> Result<(), ApiError> {
+/// Whether the tenant's row, as just read, still has quota left. Finished generations' tokens
+/// are in the row before their responses end (see `usage`), so a request sent after another
+/// was refused is refused too, on any replica.
+fn check_quota(t: &Tenant) -> Result<(), ApiError> {
     let Some(quota) = t.token_quota else {
         return Ok(());
     };
-    let pending = ctx.map_or(0, |c| c.usage.pending(&t.id));
-    let used = t.tokens_used.saturating_add(pending);
+    let used = t.tokens_used;
     if used >= quota {
         return Err(ApiError::quota_exceeded(format!(
             "tenant {:?} has used its token quota ({used} of {quota} tokens); an admin can reset it with PATCH /api/v1/tenants/{} {{\"reset_usage\": true}} or raise token_quota",
@@ -117,15 +119,15 @@ fn check_quota(ctx: Option<&RequestCtx>, t: &Tenant) -> Result<(), ApiError> {
 
 /// The stored model names the current request's tenant may see (`None`: every model).
 pub async fn visible_models(st: &AppState) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(ctx) = RequestCtx::current() else {
+    let Some(ctx) = context::current() else {
         return Ok(None);
     };
-    let Some(t) = ctx.principal.as_ref().and_then(|p| p.tenant.as_ref()) else {
+    let Some(t) = ctx.principal().and_then(|p| p.tenant) else {
         return Ok(None);
     };
     Ok(st
         .storage
-        .get_tenant(t)
+        .get_tenant(&t)
         .await?
         .models
         .map(|m| m.iter().map(|n| names::normalise(n)).collect()))

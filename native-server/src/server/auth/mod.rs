@@ -9,7 +9,6 @@
 //! once there is one the server stays closed.
 
 pub mod access;
-pub mod context;
 pub mod limit;
 pub mod policy;
 pub mod secret;
@@ -27,6 +26,7 @@ use serde_json::Value;
 use weft_storage::{NewAudit, Storage};
 
 use self::policy::{Need, Role};
+use super::context::RequestCtx;
 use super::error::ApiError;
 use super::state::Shared;
 
@@ -189,12 +189,10 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         Ok(p) => (p.as_ref().map(|p| p.actor.clone()), Ok(p)),
         Err((actor, e)) => (actor, Err(e)),
     };
-    // The request log and moderation flags name the key by its id.
-    if let (Some(a), Some(ctx)) = (
-        &actor,
-        req.extensions()
-            .get::<std::sync::Arc<super::request_log::RequestCtx>>(),
-    ) {
+    // The request's context (made by the request-log layer outside this one) learns who it
+    // is: the request log and moderation flags name the key by its id.
+    let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
+    if let (Some(a), Some(ctx)) = (&actor, &ctx) {
         ctx.set_actor(a);
     }
     let res = match outcome {
@@ -202,20 +200,11 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
             if let Some(p) = &p {
                 req.extensions_mut().insert(p.clone());
             }
-            let ctx = Arc::new(context::RequestCtx {
-                principal: p,
-                ab_header: req
-                    .headers()
-                    .get("x-ab-test-id")
-                    .and_then(|v| v.to_str().ok())
-                    .map(|v| v.trim().to_string())
-                    .filter(|v| !v.is_empty()),
-                ab: Default::default(),
-                usage: st.auth.usage.clone(),
-                storage: st.storage.clone(),
-            });
-            let mut res = context::RequestCtx::scope(ctx.clone(), next.run(req)).await;
-            if let Some((test, v)) = ctx.ab() {
+            if let Some(ctx) = &ctx {
+                ctx.set_principal(p);
+            }
+            let mut res = next.run(req).await;
+            if let Some((test, v)) = ctx.as_ref().and_then(|c| c.ab()) {
                 if let Ok(t) = HeaderValue::from_str(&test) {
                     res.headers_mut().insert("x-ab-test-id", t);
                     res.headers_mut()

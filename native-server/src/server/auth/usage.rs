@@ -1,7 +1,7 @@
 //! Token accounting: per-key tokens per minute and per-tenant token quotas.
 //!
 //! A generation's tokens (prompt + completion) are counted when it finishes, before its last
-//! event reaches the handler, so the next request from the same client already sees them:
+//! event reaches the handler, so a request sent after a response ended always sees them:
 //!
 //! - **tokens per minute** (per key): a bucket of `tpm` tokens refilled at `tpm / 60` per
 //!   second. A request is let in while the bucket holds anything; its tokens are then taken
@@ -9,8 +9,11 @@
 //!   (`Retry-After`) is how long the refill takes to clear the debt. In this process's
 //!   memory, like the requests-per-minute limit: each replica counts on its own.
 //! - **tenant quotas**: usage is added to the tenant's row in the database (shared by
-//!   replicas). The write happens off the scheduler's thread, so until it lands the tokens
-//!   are also kept here as pending and added to what the database says.
+//!   replicas), and the sequence's last event is held back until that write has landed.
+//!   The database is then the only count, read by every check: an earlier design also kept
+//!   the not-yet-written tokens here and added them to what the database said, but a check
+//!   could read the row before the write and the in-memory count after it was settled, and
+//!   so miss the tokens altogether (a request let in after another was refused).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,8 +40,6 @@ impl Bucket {
 pub struct Usage {
     /// Tokens-per-minute buckets by key id.
     buckets: Mutex<HashMap<String, Bucket>>,
-    /// Tokens counted for a tenant but not yet written to its row.
-    pending: Mutex<HashMap<String, i64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -77,25 +78,6 @@ impl Usage {
         b.refill(tpm, now);
         b.tokens -= tokens as f64;
     }
-
-    /// Tokens of `tenant` counted here but not yet in the database.
-    pub fn pending(&self, tenant: &str) -> i64 {
-        lock(&self.pending).get(tenant).copied().unwrap_or(0)
-    }
-
-    fn add_pending(&self, tenant: &str, n: i64) {
-        *lock(&self.pending).entry(tenant.to_string()).or_insert(0) += n;
-    }
-
-    fn settle(&self, tenant: &str, n: i64) {
-        let mut all = lock(&self.pending);
-        if let Some(p) = all.get_mut(tenant) {
-            *p -= n;
-            if *p <= 0 {
-                all.remove(tenant);
-            }
-        }
-    }
 }
 
 /// Who a generation's tokens are counted against (made when it starts, on the request's task,
@@ -110,25 +92,27 @@ pub struct Meter {
 }
 
 impl Meter {
-    /// Counts a finished generation's tokens.
-    pub fn record(&self, tokens: u64) {
-        if tokens == 0 {
-            return;
-        }
+    /// Counts a finished generation's tokens, then calls `then` (which passes the sequence's
+    /// last event on): at once when only the in-memory bucket changes, after the database
+    /// write when a tenant's usage does. `then` runs even when the write fails (logged), so a
+    /// database error never leaves a response hanging.
+    pub fn record(&self, tokens: u64, then: impl FnOnce() + Send + 'static) {
         if let Some((key, tpm)) = &self.key {
-            self.usage.spend_tpm(key, *tpm, tokens);
+            if tokens > 0 {
+                self.usage.spend_tpm(key, *tpm, tokens);
+            }
         }
-        if let Some(t) = &self.tenant {
-            let n = i64::try_from(tokens).unwrap_or(i64::MAX);
-            self.usage.add_pending(t, n);
-            let (usage, storage, t) = (self.usage.clone(), self.storage.clone(), t.clone());
-            self.runtime.spawn(async move {
-                if let Err(e) = storage.add_tenant_tokens(&t, n).await {
-                    tracing::error!(error = %e, tenant = %t, "recording a tenant's token use");
-                }
-                usage.settle(&t, n);
-            });
-        }
+        let Some(t) = self.tenant.clone().filter(|_| tokens > 0) else {
+            return then();
+        };
+        let n = i64::try_from(tokens).unwrap_or(i64::MAX);
+        let storage = self.storage.clone();
+        self.runtime.spawn(async move {
+            if let Err(e) = storage.add_tenant_tokens(&t, n).await {
+                tracing::error!(error = %e, tenant = %t, "recording a tenant's token use");
+            }
+            then();
+        });
     }
 }
 
@@ -146,17 +130,5 @@ mod tests {
         assert!((5..=6).contains(&wait), "{wait}");
         // Another key has its own bucket.
         assert!(u.check_tpm("other", 600).is_ok());
-    }
-
-    #[test]
-    fn pending_tokens_are_settled() {
-        let u = Usage::default();
-        u.add_pending("t", 7);
-        u.add_pending("t", 3);
-        assert_eq!(u.pending("t"), 10);
-        u.settle("t", 7);
-        assert_eq!(u.pending("t"), 3);
-        u.settle("t", 3);
-        assert_eq!(u.pending("t"), 0);
     }
 }

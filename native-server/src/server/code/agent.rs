@@ -283,15 +283,9 @@ impl Agent {
             let _ = tx.send(Step::End(end));
             self.finish().await;
         };
-        // The request's contexts go with the task: moderation and the request log follow it
-        // (`request_log::scope`), and its generations are metered against the key and tenant.
-        let run = crate::server::request_log::scope(run);
-        match crate::server::auth::context::RequestCtx::current() {
-            Some(ctx) => drop(tokio::spawn(
-                crate::server::auth::context::RequestCtx::scope(ctx, run),
-            )),
-            None => drop(tokio::spawn(run)),
-        }
+        // The request's context goes with the task: moderation, the request log, A/B
+        // routing and metering against the key and tenant follow it.
+        drop(tokio::spawn(crate::server::context::scope(run)));
         rx
     }
 

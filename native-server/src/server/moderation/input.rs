@@ -4,12 +4,12 @@
 
 use weft_core::chat::Message;
 
+use crate::server::context;
 use crate::server::error::ApiError;
-use crate::server::request_log;
 
 /// Checks the user messages of a conversation.
 pub fn check_messages(messages: &[Message]) -> Result<(), ApiError> {
-    let Some(ctx) = request_log::current() else {
+    let Some(ctx) = context::current() else {
         return Ok(());
     };
     if ctx.screen.is_none() {
@@ -26,7 +26,7 @@ pub fn check_messages(messages: &[Message]) -> Result<(), ApiError> {
 
 /// Checks one text the user sent (a raw prompt, or a message).
 pub fn check_text(text: &str) -> Result<(), ApiError> {
-    let Some(ctx) = request_log::current() else {
+    let Some(ctx) = context::current() else {
         return Ok(());
     };
     let Some(screen) = &ctx.screen else {

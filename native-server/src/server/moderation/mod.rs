@@ -7,7 +7,7 @@
 //! Hooked in the generation layer every surface shares (`server/generate.rs`): input in
 //! [`check_messages`] / [`check_text`], called where prompts are built; output in
 //! [`output::OutputFilter`], which the event sink runs on each sequence's text before any
-//! surface sees it. The request's rules come with its [`RequestCtx`](super::request_log).
+//! surface sees it. The request's rules come with its [`RequestCtx`](super::context).
 //!
 //! Replicas: rules are re-read from the database every [`POLL`] (the settings' polling), so a
 //! rule added on one replica applies on the others within that time; the replica that made
@@ -27,8 +27,8 @@ use weft_storage::{NewAudit, Storage};
 
 pub use self::input::{check_messages, check_text};
 use self::rules::{Action, Rule, RuleSet};
+use super::context::RequestCtx;
 use super::error::ApiError;
-use super::request_log::RequestCtx;
 
 /// How often a replica re-reads the rules.
 pub const POLL: Duration = Duration::from_secs(2);

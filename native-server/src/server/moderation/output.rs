@@ -12,7 +12,7 @@ use std::sync::Arc;
 use weft_core::scheduler::TokenInfo;
 
 use super::rules::floor_char;
-use crate::server::request_log::RequestCtx;
+use crate::server::context::RequestCtx;
 
 /// What to do with a piece of output.
 #[derive(Debug, PartialEq)]

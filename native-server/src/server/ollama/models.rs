@@ -20,6 +20,7 @@ use crate::server::common::options::Options;
 use crate::server::error::PlainError;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::model_names;
 use crate::server::state::{rfc3339, Shared};
 use crate::server::stream::{json_frame, ndjson};
 
@@ -201,8 +202,11 @@ async fn copy(State(st): State<Shared>, ApiJson(b): ApiJson<CopyRequest>) -> Res
     let (Some(src), Some(dst)) = (b.source, b.destination) else {
         return Err(ApiError::invalid("source and destination are required").into());
     };
-    st.registry
-        .with_catalog(|c| c.create(&dst, &src, Overrides::default()))?;
+    model_names::change(&st, || {
+        st.registry
+            .with_catalog(|c| c.create(&dst, &src, Overrides::default()))
+    })
+    .await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -214,7 +218,7 @@ async fn delete_model(State(st): State<Shared>, ApiJson(b): ApiJson<ModelRef>) -
         .model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
-    st.registry.delete(&name)?;
+    model_names::change(&st, || st.registry.delete(&name)).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -268,7 +272,10 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRequest>) ->
         parameters: b.parameters.unwrap_or_default(),
     };
     check_overrides(&o)?;
-    st.registry.with_catalog(|c| c.create(&name, &from, o))?;
+    model_names::change(&st, || {
+        st.registry.with_catalog(|c| c.create(&name, &from, o))
+    })
+    .await?;
     if b.stream.unwrap_or(true) {
         let frames = ["using existing model", "writing manifest", "success"]
             .map(|status| json_frame(&Status { status }));

@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use weft_storage::{Row, TABLES};
+use weft_storage::{DumpItem, Row, TABLES};
 
 /// The archive layout this build writes and reads.
 pub const FORMAT: u32 = 1;
@@ -79,55 +79,100 @@ fn table_entry(table: &str) -> String {
 }
 
 fn sha256_hex(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    hex(&Sha256::digest(b))
 }
 
-/// Writes the archive: tables, settings, then the manifest of both.
-pub fn write(
-    tables: &BTreeMap<&'static str, Vec<Row>>,
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The entry being written: its name, bytes so far and running SHA-256.
+struct Open(String, u64, Sha256);
+
+impl Open {
+    fn close(self) -> EntryInfo {
+        EntryInfo {
+            name: self.0,
+            size: self.1,
+            sha256: hex(&self.2.finalize()),
+        }
+    }
+}
+
+/// Writes the archive into `out` as it goes, in the zip crate's streaming mode (sizes and
+/// CRCs go in data descriptors and the central directory, so `out` need not seek): each
+/// table's rows as `rows` yields them, then the settings, then the manifest, whose sizes and
+/// SHA-256 are counted while the entries are written. Only the current row is held.
+pub fn write_stream<W: Write>(
+    out: W,
+    rows: impl IntoIterator<Item = DumpItem>,
     settings: &Map<String, Value>,
     schema_version: i64,
     backend: &str,
-) -> std::io::Result<Vec<u8>> {
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for (t, rows) in tables {
-        let mut b = Vec::new();
-        for r in rows {
-            serde_json::to_writer(&mut b, r)?;
-            b.push(b'\n');
+) -> std::io::Result<W> {
+    let mut z = zip::ZipWriter::new_stream(out);
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .unix_permissions(0o600);
+    let mut entries: Vec<EntryInfo> = Vec::new();
+    let mut open: Option<Open> = None;
+    let put = |z: &mut zip::ZipWriter<_>, o: &mut Open, b: &[u8]| {
+        z.write_all(b)?;
+        o.1 += b.len() as u64;
+        o.2.update(b);
+        Ok::<_, std::io::Error>(())
+    };
+    let start = |z: &mut zip::ZipWriter<_>, name: String| {
+        z.start_file(name.as_str(), opts)
+            .map_err(std::io::Error::other)?;
+        Ok::<_, std::io::Error>(Open(name, 0, Sha256::new()))
+    };
+    for item in rows {
+        match item {
+            DumpItem::Table(t) => {
+                entries.extend(open.take().map(Open::close));
+                open = Some(start(&mut z, table_entry(t))?);
+            }
+            DumpItem::Row(r) => {
+                let Some(o) = open.as_mut() else {
+                    return Err(std::io::Error::other("a row came before its table"));
+                };
+                let mut line = serde_json::to_vec(&r)?;
+                line.push(b'\n');
+                put(&mut z, o, &line)?;
+            }
         }
-        files.push((table_entry(t), b));
     }
-    files.push((SETTINGS.into(), serde_json::to_vec_pretty(settings)?));
+    entries.extend(open.take().map(Open::close));
+    let mut o = start(&mut z, SETTINGS.into())?;
+    put(&mut z, &mut o, &serde_json::to_vec_pretty(settings)?)?;
+    entries.push(o.close());
     let manifest = Manifest {
         format: FORMAT,
         weft_version: env!("CARGO_PKG_VERSION").into(),
         schema_version,
         backend: backend.into(),
         created_at: weft_storage::now(),
-        entries: files
-            .iter()
-            .map(|(n, b)| EntryInfo {
-                name: n.clone(),
-                size: b.len() as u64,
-                sha256: sha256_hex(b),
-            })
-            .collect(),
+        entries,
     };
-    files.push((MANIFEST.into(), serde_json::to_vec_pretty(&manifest)?));
-    let mut z = zip::ZipWriter::new(Cursor::new(Vec::new()));
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated)
-        .unix_permissions(0o600);
-    for (name, b) in &files {
-        z.start_file(name.as_str(), opts)
-            .map_err(std::io::Error::other)?;
-        z.write_all(b)?;
-    }
+    z.start_file(MANIFEST, opts)
+        .map_err(std::io::Error::other)?;
+    z.write_all(&serde_json::to_vec_pretty(&manifest)?)?;
     Ok(z.finish().map_err(std::io::Error::other)?.into_inner())
+}
+
+/// [`write_stream`] into memory, from tables already read (what the tests below check).
+#[cfg(test)]
+pub fn write(
+    tables: &BTreeMap<&'static str, Vec<Row>>,
+    settings: &Map<String, Value>,
+    schema_version: i64,
+    backend: &str,
+) -> std::io::Result<Vec<u8>> {
+    let rows = tables.iter().flat_map(|(t, rows)| {
+        std::iter::once(DumpItem::Table(t)).chain(rows.iter().cloned().map(DumpItem::Row))
+    });
+    write_stream(Vec::new(), rows, settings, schema_version, backend)
 }
 
 /// A name that could escape a folder or name something odd, with why.
