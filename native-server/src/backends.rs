@@ -8,6 +8,7 @@ use weft_core::backend::{BackendRegistry, CpuFactory, WgpuFactory};
 /// cuda (NVIDIA GPUs, when a driver is there), then wgpu (any hardware GPU), then the CPU.
 pub fn backends() -> BackendRegistry {
     BackendRegistry::new()
+        .register(weft_cuda::CudaFactory)
         .register(WgpuFactory)
         .register(CpuFactory)
 }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 use clap::Args;
 use weft_core::backend::cpu::physical_cores;
-use weft_core::backend::{Backend, BackendOptions};
+use weft_core::backend::{Backend, BackendOptions, Probe};
 
 use crate::backends::backends;
 
@@ -24,11 +24,18 @@ pub struct BackendArgs {
 }
 
 impl BackendArgs {
-    /// Checks the backend name, or fails with one line naming the accepted ones.
+    /// Checks the backend name (one line naming the accepted ones), and that a backend named
+    /// explicitly can run here (one line saying why not, e.g. no CUDA driver), before any
+    /// model is loaded or server started.
     pub fn check(&self) -> Result<()> {
-        backends()
-            .check_name(&self.backend)
-            .map_err(anyhow::Error::msg)
+        let reg = backends();
+        reg.check_name(&self.backend).map_err(anyhow::Error::msg)?;
+        if let Some(f) = reg.find(&self.backend) {
+            if let Probe::Missing(why) = f.probe() {
+                anyhow::bail!("{why}");
+            }
+        }
+        Ok(())
     }
 
     /// CPU threads after applying the default.
