@@ -36,6 +36,14 @@ fn every_kernel_family_compiles_for_every_arch() {
         for arch in ARCHES {
             match nvrtc::compile(name, &kernels::program(src), arch) {
                 Ok(ptx) => {
+                    let entries = ptx.matches(".entry ").count();
+                    eprintln!(
+                        "{name}/{arch}: {} bytes of PTX, {entries} kernels",
+                        ptx.len()
+                    );
+                    if entries == 0 {
+                        failures.push(format!("{name}/{arch}: no kernel in the PTX"));
+                    }
                     // Every extern "C" kernel must be in the PTX under its own name.
                     for k in kernels::entry_points(src) {
                         if !ptx.contains(&format!(".entry {k}(")) {
