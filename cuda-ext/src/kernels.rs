@@ -14,6 +14,12 @@ pub const QUANT: &str = include_str!("../kernels/quant.cuh");
 pub const SOURCES: &[(&str, &str)] = &[
     ("elementwise", include_str!("../kernels/elementwise.cu")),
     ("matvec", include_str!("../kernels/matvec.cu")),
+    ("norm", include_str!("../kernels/norm.cu")),
+    ("rope", include_str!("../kernels/rope.cu")),
+    ("kv", include_str!("../kernels/kv.cu")),
+    ("attention", include_str!("../kernels/attention.cu")),
+    ("softmax", include_str!("../kernels/softmax.cu")),
+    ("embed", include_str!("../kernels/embed.cu")),
 ];
 
 /// The full text NVRTC compiles for a family's source.
