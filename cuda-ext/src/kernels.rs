@@ -49,6 +49,25 @@ pub fn entry_points(source: &str) -> Vec<&str> {
     out
 }
 
+/// Every kernel a family's program exports: its own entry points, those a `PRODUCTS(NAME, T)`
+/// line generates (`matvec_NAME`, `matmul_NAME`), and the activation quantizers of
+/// `quant.cuh` (in every program).
+pub fn all_entry_points(source: &str) -> Vec<String> {
+    let mut out: Vec<String> = entry_points(source)
+        .into_iter()
+        .chain(entry_points(QUANT))
+        .map(String::from)
+        .collect();
+    for line in source.lines() {
+        if let Some(rest) = line.strip_prefix("PRODUCTS(") {
+            let name = rest.split(',').next().unwrap_or("").trim();
+            out.push(format!("matvec_{name}"));
+            out.push(format!("matmul_{name}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,8 +76,15 @@ mod tests {
     fn entry_points_are_found() {
         let s = "extern \"C\" __global__ void a(int x) {}\nextern \"C\" __global__ void b_2(float* y) {}";
         assert_eq!(entry_points(s), vec!["a", "b_2"]);
+        let all = all_entry_points(source("matvec").unwrap());
+        for k in ["matvec_q4_k", "matmul_q6_k", "matvec_bf16", "quantize_q8_1"] {
+            assert!(all.iter().any(|n| n == k), "{k}");
+        }
         for (name, src) in SOURCES {
-            assert!(!entry_points(src).is_empty(), "{name} defines no kernel");
+            assert!(
+                all_entry_points(src).len() > entry_points(QUANT).len(),
+                "{name} defines no kernel"
+            );
         }
     }
 }

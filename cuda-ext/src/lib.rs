@@ -10,14 +10,18 @@
 //! - Kernels are CUDA C sources in `cuda-ext/kernels/`, one file per kernel family
 //!   ([`kernels::SOURCES`]), compiled at run time by NVRTC for the device's architecture and
 //!   cached per device by architecture and source hash ([`nvrtc`]).
+//! - [`CudaBackend`] runs a step graph op by op with those kernels. It has never been run: it
+//!   was written without a GPU (docs/cuda.md).
 
 pub mod devices;
 pub mod kernels;
 pub mod launch;
+
 pub mod nvrtc;
 
 mod backend;
 mod factory;
 
+pub use backend::CudaBackend;
 pub use devices::{list_devices, probe, CudaDevice, NO_DRIVER};
 pub use factory::CudaFactory;

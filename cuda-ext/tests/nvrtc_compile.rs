@@ -45,7 +45,7 @@ fn every_kernel_family_compiles_for_every_arch() {
                         failures.push(format!("{name}/{arch}: no kernel in the PTX"));
                     }
                     // Every extern "C" kernel must be in the PTX under its own name.
-                    for k in kernels::entry_points(src) {
+                    for k in kernels::all_entry_points(src) {
                         if !ptx.contains(&format!(".entry {k}(")) {
                             failures.push(format!("{name}/{arch}: no entry {k} in the PTX"));
                         }

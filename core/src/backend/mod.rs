@@ -51,7 +51,7 @@ pub struct Weight {
 impl Weight {
     /// Where weight `name` lies in `file`: the handle fields but `id` (set by the backend that
     /// loads it) and the byte range of its data, checked to lie inside the file.
-    pub(crate) fn locate(file: &ModelFile, name: &str) -> Result<(Weight, std::ops::Range<usize>)> {
+    pub fn locate(file: &ModelFile, name: &str) -> Result<(Weight, std::ops::Range<usize>)> {
         let info = file
             .gguf
             .tensor(name)
