@@ -2,15 +2,16 @@
 # GPU check for the CUDA and wgpu backends, for a machine with an NVIDIA GPU and no Rust, no
 # network and little disk: it runs a release `weft` built elsewhere (docs/cuda.md says how).
 #   1. lists the devices (`weft devices`: CUDA devices, then wgpu adapters);
-#   2. greedy decode, 32 steps, on cpu, cuda and wgpu: the token ids must equal the CPU's;
-#   3. `weft bench` prompt and decode speed on cuda and wgpu, with the share of the
+#   2. `weft parity`: every weight type's products (decode and batched) against the CPU's;
+#   3. greedy decode, 32 steps, on cpu, cuda and wgpu: the token ids must equal the CPU's;
+#   4. `weft bench` prompt and decode speed on cuda and wgpu, with the share of the
 #      memory-bandwidth roofline (a decode step reads every weight once: bandwidth / model bytes).
 # Usage: bench/gpu-check.sh [WEFT_BINARY] (default: ./weft, then target/release/weft)
 # Environment: WEFT_MODELS_DIR (GGUF files; default models/), GPU_DEVICE (index among the CUDA
 # devices), BANDWIDTH_GBS (peak memory bandwidth; guessed from nvidia-smi when unset),
 # WEFT_NVRTC_PATH (NVRTC's lib folder when libnvrtc.so.12 is not on the loader path).
-# Not here yet: synthetic models at SmolLM2 / Qwen2.5-0.5B / 7B sizes for every weight type and
-# a per-type product parity command (no `weft` subcommand writes or checks them yet).
+# Not here yet: synthetic whole models at SmolLM2 / Qwen2.5-0.5B / 7B sizes (no `weft`
+# subcommand writes them yet); step 3 and 4 use the GGUF files in WEFT_MODELS_DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,15 @@ if [[ -z "${BANDWIDTH_GBS:-}" ]] && command -v nvidia-smi >/dev/null; then
     *T4*) BANDWIDTH_GBS=320 ;;
   esac
 fi
+
+echo "== products vs the CPU (weft parity), at a 0.5B model's width and at a 7B's"
+for b in cuda wgpu; do
+  for shape in "--rows 896 --cols 4864" "--rows 4096 --cols 4096"; do
+    echo "-- $b $shape"
+    # shellcheck disable=SC2086
+    "$WEFT" parity --backend "$b" "${DEV[@]}" $shape || fail=1
+  done
+done
 
 PROMPT="The history of the printing press begins"
 greedy() { # model backend -> the 32 greedy token ids as one line, or ERROR: ...

@@ -81,3 +81,30 @@ fn devices_says_why_there_is_no_cuda_device() {
         "{text}"
     );
 }
+
+/// `weft parity` (what bench/gpu-check.sh runs on a GPU) works end to end; the CPU against
+/// itself gives the same bits for every type.
+#[test]
+fn parity_harness_runs_on_the_cpu() {
+    let out = weft()
+        .args([
+            "parity",
+            "--backend",
+            "cpu",
+            "--rows",
+            "16",
+            "--cols",
+            "256",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 22, "{text}");
+    assert!(rows.iter().all(|r| r.ends_with("yes")), "{text}");
+}
