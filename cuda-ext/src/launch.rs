@@ -32,10 +32,10 @@ pub fn matvec_grid(rows: usize, tokens: usize) -> (u32, u32) {
     )
 }
 
-/// Tile of the batched (prefill) products: weight rows × tokens per block.
-pub const GEMM_TILE_ROWS: usize = 64;
-/// Tokens per tile of the batched products.
-pub const GEMM_TILE_TOKENS: usize = 16;
+/// Weight rows per block of the batched (prefill) products (one warp per row, as matvec).
+pub const GEMM_TILE_ROWS: usize = MATVEC_ROWS_PER_BLOCK as usize;
+/// Tokens per block of the batched products: `TOKS` in kernels/matvec.cu (must match).
+pub const GEMM_TILE_TOKENS: usize = 8;
 
 /// Grid of a batched product: (row tiles, token tiles).
 pub fn gemm_grid(rows: usize, tokens: usize) -> (u32, u32) {
@@ -89,6 +89,14 @@ pub fn split_k(n_keys: u32, heads: u32, sms: u32, min_chunk: u32) -> (u32, u32) 
 mod tests {
     use super::*;
 
+    /// The host's tile sizes are the kernels' (a mismatch would leave tokens uncomputed).
+    #[test]
+    fn tile_sizes_match_the_kernel_source() {
+        let src = crate::kernels::source("matvec").unwrap();
+        assert!(src.contains(&format!("#define TOKS {GEMM_TILE_TOKENS}\n")));
+        assert!(src.contains(&format!("#define ROWS_PER_BLOCK {MATVEC_ROWS_PER_BLOCK}\n")));
+    }
+
     #[test]
     fn elementwise_grids_cover_n() {
         assert_eq!(elementwise_grid(0, 256), (1, 1));
@@ -102,7 +110,7 @@ mod tests {
     fn matvec_and_gemm_grids() {
         assert_eq!(matvec_grid(896, 1), (224, 1));
         assert_eq!(matvec_grid(151_936, 3), (37_984, 3));
-        assert_eq!(gemm_grid(896, 17), (14, 2));
+        assert_eq!(gemm_grid(896, 17), (224, 3));
         assert!(!use_gemm(1) && use_gemm(16));
     }
 

@@ -229,6 +229,12 @@ impl CudaBackend {
         let suffix = product_suffix(dw.ty).ok_or_else(|| {
             BackendError::Unsupported(format!("CUDA: no product for {:?}", dw.ty))
         })?;
+        if !w.cols.is_multiple_of(32) {
+            return Err(BackendError::Unsupported(format!(
+                "CUDA: products need rows of whole 32-element units, not {}",
+                w.cols
+            )));
+        }
         let s = &self.stream;
         let (rows, cols, t) = (w.rows as u32, w.cols as u32, tokens as u32);
         let quantized = match activation_format(dw.ty) {
@@ -244,10 +250,10 @@ impl CudaBackend {
             }
             None => None,
         };
-        let (gx, _) = grid::matvec_grid(w.rows, 1);
+        let (gx, gy) = grid::gemm_grid(w.rows, tokens);
         if grid::use_gemm(tokens) {
             let f = self.f(&format!("matmul_{suffix}"))?;
-            let c = cfg((gx, t.div_ceil(grid::GEMM_TILE_TOKENS as u32), 1), 128, 0);
+            let c = cfg((gx, gy, 1), 128, 0);
             match &quantized {
                 Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t),
                 None => launch!(s, f, c, &dw.data, x, out, &rows, &cols, &t),
