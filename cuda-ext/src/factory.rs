@@ -23,8 +23,10 @@ impl BackendFactory for CudaFactory {
         "cuda"
     }
 
+    /// Ready only with a driver, a GPU and NVRTC, so `auto` falls back to wgpu or the CPU on a
+    /// machine that has the driver but not NVRTC instead of failing there.
     fn probe(&self) -> Probe {
-        match probe() {
+        match probe().and_then(|()| crate::nvrtc::load().map(|_| ())) {
             Ok(()) => Probe::Ready,
             Err(e) => Probe::Missing(e),
         }
