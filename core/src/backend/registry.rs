@@ -31,9 +31,9 @@ pub enum Probe {
 }
 
 /// Makes one kind of backend. Implemented by core for the CPU and wgpu backends and by
-/// extension crates (weft-cuda) for theirs.
+/// extension crates for theirs.
 pub trait BackendFactory: Send + Sync {
-    /// The name `--backend` takes (`cpu`, `wgpu`, `cuda`, …).
+    /// The name `--backend` takes (`cpu`, `wgpu`, or an extension's own).
     fn name(&self) -> &'static str;
 
     /// Other names accepted for it (`gpu` for wgpu).
