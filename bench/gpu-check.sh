@@ -1,34 +1,33 @@
 #!/usr/bin/env bash
-# GPU check for the wgpu backend, for a machine with a real GPU (run from the repo root):
-#   1. builds weft (release),
-#   2. lists the adapters (`weft devices`),
-#   3. runs the WGSL validation, the wgpu kernel parity tests and the end-to-end reference tests,
-#   4. runs `weft bench --backend wgpu` (or a greedy `weft run --json` when bench is absent)
-#      on the three reference models and prints tokens/s and the
-#      fraction of the memory-bandwidth limit (a decode step reads every weight once, so the
-#      limit is bandwidth / model bytes).
-# Environment: BANDWIDTH_GBS (peak memory bandwidth in GB/s; guessed from nvidia-smi for common
-# GPUs when unset), GPU_DEVICE (adapter index, default: the default adapter), WEFT_MODELS_DIR.
-set -euo pipefail
+# GPU check for the CUDA and wgpu backends, for a machine with an NVIDIA GPU and no Rust, no
+# network and little disk: it runs a release `weft` built elsewhere (docs/cuda.md says how).
+#   1. lists the devices (`weft devices`: CUDA devices, then wgpu adapters);
+#   2. `weft parity`: every weight type's products (decode and batched) against the CPU's;
+#   3. greedy decode, 32 steps, on cpu, cuda and wgpu: the token ids must equal the CPU's;
+#   4. `weft bench` prompt and decode speed on cuda and wgpu, with the share of the
+#      memory-bandwidth roofline (a decode step reads every weight once: bandwidth / model bytes).
+# Usage: bench/gpu-check.sh [WEFT_BINARY] (default: ./weft, then target/release/weft)
+# Environment: WEFT_MODELS_DIR (GGUF files; default models/), GPU_DEVICE (index among the CUDA
+# devices), BANDWIDTH_GBS (peak memory bandwidth; guessed from nvidia-smi when unset),
+# WEFT_NVRTC_PATH (NVRTC's lib folder when libnvrtc.so.12 is not on the loader path).
+# Not here yet: synthetic whole models at SmolLM2 / Qwen2.5-0.5B / 7B sizes (no `weft`
+# subcommand writes them yet); step 3 and 4 use the GGUF files in WEFT_MODELS_DIR.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
+WEFT="${1:-}"
+if [[ -z "$WEFT" ]]; then
+  if [[ -x ./weft ]]; then WEFT=./weft; else WEFT=target/release/weft; fi
+fi
+MODELS="${WEFT_MODELS_DIR:-models}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
-MODELS="${WEFT_MODELS_DIR:-models}"
-DEV_ARGS=()
-if [[ -n "${GPU_DEVICE:-}" ]]; then DEV_ARGS=(--gpu-device "$GPU_DEVICE"); fi
+DEV=()
+if [[ -n "${GPU_DEVICE:-}" ]]; then DEV=(--gpu-device "$GPU_DEVICE"); fi
+fail=0
 
-echo "== build"
-cargo build --release -p weft-server --bin weft
-WEFT=target/release/weft
-if [[ -n "${CARGO_TARGET_DIR:-}" ]]; then WEFT="$CARGO_TARGET_DIR/release/weft"; fi
-
-echo "== adapters"
+echo "== devices"
 "$WEFT" devices
-
-echo "== shader validation, kernel parity, reference models (wgpu)"
-cargo test --release -p weft-shaders
-cargo test --release -p weft-core --test wgpu_parity --test wgpu_reference -- --test-threads 1
 
 if [[ -z "${BANDWIDTH_GBS:-}" ]] && command -v nvidia-smi >/dev/null; then
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
@@ -40,32 +39,59 @@ if [[ -z "${BANDWIDTH_GBS:-}" ]] && command -v nvidia-smi >/dev/null; then
     *L40S*|*L40*) BANDWIDTH_GBS=864 ;;
     *4090*) BANDWIDTH_GBS=1008 ;;
     *A10*) BANDWIDTH_GBS=600 ;;
+    *L4*) BANDWIDTH_GBS=300 ;;
     *T4*) BANDWIDTH_GBS=320 ;;
   esac
 fi
 
-echo "== decode speed (weft bench --backend wgpu)"
-printf '%-42s %12s %12s %10s\n' model "prompt t/s" "decode t/s" "of BW"
-for f in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
-  path="$MODELS/$f"
-  if [[ ! -f "$path" ]]; then echo "missing $path (scripts/fetch-models.sh)"; continue; fi
-  if "$WEFT" bench --help >/dev/null 2>&1; then
-    json=$("$WEFT" bench --model "$path" --backend wgpu "${DEV_ARGS[@]}" --json)
-  else
-    # No `weft bench` in this build: a greedy 128-token generation from a fixed raw prompt.
-    json=$("$WEFT" run --model "$path" --backend wgpu "${DEV_ARGS[@]}" --json --raw \
-      --prompt "The history of the printing press begins" --max-tokens 128 --ignore-eos \
-      --temperature 0)
-  fi
-  python3 - "$path" "$json" "${BANDWIDTH_GBS:-0}" <<'PY'
-import json, os, sys
-path, text, bw = sys.argv[1], sys.argv[2], float(sys.argv[3])
-r = json.loads(text.strip().splitlines()[-1])
-r = r.get("timings", r)
-pp = r.get("prompt_tokens_per_s", 0.0)
-tg = r.get("gen_tokens_per_s", 0.0)
-size = os.path.getsize(path)
-frac = f"{tg * size / (bw * 1e9):.1%}" if bw > 0 else "n/a"
-print(f"{os.path.basename(path):42s} {pp:12.1f} {tg:12.1f} {frac:>10s}")
-PY
+echo "== products vs the CPU (weft parity), at a 0.5B model's width and at a 7B's"
+for b in cuda wgpu; do
+  for shape in "--rows 896 --cols 4864" "--rows 4096 --cols 4096"; do
+    echo "-- $b $shape"
+    # shellcheck disable=SC2086
+    "$WEFT" parity --backend "$b" "${DEV[@]}" $shape || fail=1
+  done
 done
+
+PROMPT="The history of the printing press begins"
+greedy() { # model backend -> the 32 greedy token ids as one line, or ERROR: ...
+  local out
+  if out=$("$WEFT" run --model "$1" --backend "$2" "${@:3}" --json --raw --prompt "$PROMPT" \
+      --max-tokens 32 --ignore-eos --temperature 0 2>&1); then
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["tokens"])' <<<"$out"
+  else
+    echo "ERROR: $(tail -1 <<<"$out")"
+  fi
+}
+
+shopt -s nullglob
+models=("$MODELS"/*.gguf)
+echo "== greedy decode, 32 steps, vs the CPU (${#models[@]} models in $MODELS)"
+for m in "${models[@]}"; do
+  cpu=$(greedy "$m" cpu)
+  for b in cuda wgpu; do
+    got=$(greedy "$m" "$b" "${DEV[@]}")
+    if [[ "$got" == "$cpu" ]]; then r=same; else r="DIFFERENT: $got"; fail=1; fi
+    printf '%-48s %-5s %s\n' "$(basename "$m")" "$b" "$r"
+  done
+done
+
+echo "== speed (weft bench -p 512 -n 128)"
+printf '%-48s %-5s %12s %12s %8s\n' model backend "prompt t/s" "decode t/s" "of BW"
+for m in "${models[@]}"; do
+  for b in cuda wgpu; do
+    if ! json=$("$WEFT" bench --model "$m" --backend "$b" "${DEV[@]}" -r 2 --json 2>&1); then
+      printf '%-48s %-5s %s\n' "$(basename "$m")" "$b" "ERROR: $(tail -1 <<<"$json")"; fail=1; continue
+    fi
+    python3 - "$m" "$b" "$json" "${BANDWIDTH_GBS:-0}" <<'PY'
+import json, os, sys
+path, backend, text, bw = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+r = json.loads(text[text.index("{"):])
+med = lambda v: (v or {}).get("median", 0.0) if isinstance(v, dict) else (v or 0.0)
+pp, tg = med(r.get("prompt_tokens_per_s")), med(r.get("gen_tokens_per_s"))
+frac = f"{tg * os.path.getsize(path) / (bw * 1e9):.1%}" if bw > 0 else "n/a"
+print(f"{os.path.basename(path):48s} {backend:5s} {pp:12.1f} {tg:12.1f} {frac:>8s}")
+PY
+  done
+done
+exit $fail

@@ -18,5 +18,10 @@ scripts/build-web.sh
 if [ ! -d tests/browser/node_modules/playwright-core ]; then
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
 fi
+# NVRTC from the nvidia-cuda-nvrtc-cu12 wheel, for the CUDA kernel compile test (cuda-ext).
+if [ -z "${WEFT_NVRTC_PATH:-}" ]; then
+  WEFT_NVRTC_PATH="$(python3 -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null || true)"
+  export WEFT_NVRTC_PATH
+fi
 cargo test --workspace "$@"
 scripts/test-wasm.sh

@@ -1,4 +1,4 @@
-//! weft-core: everything needed to run a model, with no knowledge of HTTP, browsers or CUDA.
+//! weft-core: everything needed to run a model, with no knowledge of HTTP, browsers or any backend it does not implement itself.
 
 pub mod backend;
 pub mod chat;

@@ -204,5 +204,9 @@ fn bad_input_gives_clear_errors() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("expected cpu or wgpu"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown backend \"tpu\" (expected auto,") && err.contains(" cpu)"),
+        "stderr: {err}"
+    );
 }

@@ -1,4 +1,5 @@
-//! The op interface every compute backend implements (CPU now; wgpu and CUDA later).
+//! The op interface every compute backend implements (core's CPU and wgpu backends, and
+//! extension crates registered by the program that assembles Weft).
 //!
 //! A model never touches raw memory. It loads its weights into the backend once (getting
 //! [`Weight`] handles) and, for every forward step, records a [`Graph`] of ops on backend tensor
@@ -13,14 +14,18 @@
 pub mod cpu;
 mod graph;
 mod pending;
-mod select;
+mod registry;
+mod step;
 pub mod wgpu;
 
 use std::sync::Arc;
 
 pub use graph::{Graph, Node, Op, PoolMode, RowIndex, SeqSpan, TensorId};
-pub use pending::PendingStep;
-pub use select::{create_backend, BackendKind, BackendOptions};
+pub use pending::{PendingStep, StepFuture};
+pub use registry::{
+    BackendFactory, BackendOptions, BackendRegistry, CpuFactory, Probe, WgpuFactory,
+};
+pub use step::OutputShape;
 
 /// The `k` largest logits of a row with their ids, best first (for host-side reporting).
 pub fn top_k_host(row: &[f32], k: usize) -> Vec<(u32, f32)> {
@@ -46,7 +51,7 @@ pub struct Weight {
 impl Weight {
     /// Where weight `name` lies in `file`: the handle fields but `id` (set by the backend that
     /// loads it) and the byte range of its data, checked to lie inside the file.
-    pub(crate) fn locate(file: &ModelFile, name: &str) -> Result<(Weight, std::ops::Range<usize>)> {
+    pub fn locate(file: &ModelFile, name: &str) -> Result<(Weight, std::ops::Range<usize>)> {
         let info = file
             .gguf
             .tensor(name)

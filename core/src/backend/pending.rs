@@ -1,14 +1,24 @@
 //! A step whose outputs may not be back yet: what [`Backend::submit`](super::Backend::submit)
 //! returns, so the browser build can await GPU readback instead of blocking.
+//!
+//! It holds either the outputs or a boxed future that yields them, so any backend (core's wgpu
+//! backend, an extension crate) can return its own kind of wait without core naming it.
 
-use super::{Graph, Readback, Result};
+use std::future::Future;
+use std::pin::Pin;
+
+use super::{Readback, Result};
+
+/// The future a GPU backend hands back from `submit`. Not `Send`: GPU error scopes and browser
+/// handles are tied to the thread that submitted, and a step is awaited where it was submitted.
+pub type StepFuture = Pin<Box<dyn Future<Output = Result<Vec<Readback>>>>>;
 
 /// The outputs of a submitted step: already computed (CPU), or on their way back from a GPU.
 pub struct PendingStep(Inner);
 
 enum Inner {
     Ready(Vec<Readback>),
-    Gpu(super::wgpu::GpuPending),
+    Later(StepFuture),
 }
 
 impl PendingStep {
@@ -17,16 +27,16 @@ impl PendingStep {
         PendingStep(Inner::Ready(out))
     }
 
-    /// Outputs being read back from the wgpu backend.
-    pub fn gpu(p: super::wgpu::GpuPending) -> Self {
-        PendingStep(Inner::Gpu(p))
+    /// Outputs a backend is still producing; `fut` yields them in the order the graph marked.
+    pub fn later(fut: StepFuture) -> Self {
+        PendingStep(Inner::Later(fut))
     }
 
-    /// The outputs, in the order `graph` (the graph the step ran) marked them.
-    pub async fn wait(self, graph: &Graph) -> Result<Vec<Readback>> {
+    /// The outputs, in the order the step's graph marked them.
+    pub async fn wait(self) -> Result<Vec<Readback>> {
         match self.0 {
             Inner::Ready(out) => Ok(out),
-            Inner::Gpu(p) => p.wait(graph).await,
+            Inner::Later(f) => f.await,
         }
     }
 }

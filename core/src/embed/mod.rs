@@ -319,7 +319,7 @@ impl Embedder {
         for step in &steps {
             let graph = self.graph(step);
             let pending = self.backend.submit(&graph, &step.batch())?;
-            let out = pending.wait(&graph).await?;
+            let out = pending.wait().await?;
             place(step, out, &mut pooled)?;
         }
         Ok(self.finish(pooled, tokens, opts))

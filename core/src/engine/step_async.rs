@@ -106,7 +106,7 @@ impl Engine {
     pub async fn step_async(&mut self, rows: &[Row]) -> Result<Vec<Vec<f32>>, EngineError> {
         let plan = self.plan_step(rows)?;
         let result = match self.backend.submit(&plan.graph, &plan.batch()) {
-            Ok(p) => p.wait(&plan.graph).await,
+            Ok(p) => p.wait().await,
             Err(e) => Err(e),
         };
         self.finish_step(&plan, result)

@@ -4,14 +4,17 @@
 use anyhow::Result;
 use clap::Args;
 use weft_core::backend::cpu::physical_cores;
-use weft_core::backend::{create_backend, Backend, BackendKind, BackendOptions};
+use weft_core::backend::{Backend, BackendOptions, Probe};
+
+use crate::backends::backends;
 
 #[derive(Args, Clone, Debug)]
 pub struct BackendArgs {
-    /// Compute backend: cpu or wgpu.
+    /// Compute backend: cpu, wgpu, cuda, or auto (cuda, then a hardware GPU through wgpu,
+    /// then the CPU).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
-    /// GPU adapter for --backend wgpu (an index from `weft devices`).
+    /// GPU for a GPU backend (an index from `weft devices`, among that backend's devices).
     #[arg(long)]
     pub gpu_device: Option<usize>,
     /// CPU threads (0: one per physical core; a second hyper-thread per core only adds
@@ -21,9 +24,18 @@ pub struct BackendArgs {
 }
 
 impl BackendArgs {
-    /// The backend kind, or a one-line error naming the accepted ones.
-    pub fn kind(&self) -> Result<BackendKind> {
-        self.backend.parse().map_err(anyhow::Error::msg)
+    /// Checks the backend name (one line naming the accepted ones), and that a backend named
+    /// explicitly can run here (one line saying why not, e.g. no CUDA driver), before any
+    /// model is loaded or server started.
+    pub fn check(&self) -> Result<()> {
+        let reg = backends();
+        reg.check_name(&self.backend).map_err(anyhow::Error::msg)?;
+        if let Some(f) = reg.find(&self.backend) {
+            if let Probe::Missing(why) = f.probe() {
+                anyhow::bail!("{why}");
+            }
+        }
+        Ok(())
     }
 
     /// CPU threads after applying the default.
@@ -35,12 +47,12 @@ impl BackendArgs {
         }
     }
 
-    /// Creates the chosen backend.
+    /// Creates the chosen backend (`auto` resolved here).
     pub fn create(&self) -> Result<Box<dyn Backend>> {
         let opts = BackendOptions {
             threads: self.threads(),
             gpu_device: self.gpu_device,
         };
-        Ok(create_backend(self.kind()?, &opts)?)
+        Ok(backends().create(&self.backend, &opts)?)
     }
 }

@@ -72,6 +72,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if a.batch == 0 {
         bail!("-b must be at least 1");
     }
+    a.backend.check()?;
     let threads = a.backend.threads();
     let file = Arc::new(ModelFile::open(&a.model).with_context(|| a.model.display().to_string())?);
     let backend = a.backend.create()?;

@@ -8,6 +8,7 @@ mod exec;
 mod info;
 mod keys;
 mod models;
+mod parity;
 mod progress;
 mod run;
 mod serve;
@@ -36,7 +37,7 @@ enum Command {
     Info(info::InfoArgs),
     /// Print one embedding vector per text (an embedding model or any chat model).
     Embed(embed::EmbedArgs),
-    /// List the GPU adapters the wgpu backend can use (for --backend wgpu --gpu-device N).
+    /// List the CUDA devices and the GPU adapters the wgpu backend can use (for --gpu-device N).
     Devices(devices::DevicesArgs),
     /// Print the token ids of a text (no BOS unless --bos).
     Tokenize(tokenize::TokenizeArgs),
@@ -44,6 +45,8 @@ enum Command {
     Run(run::RunArgs),
     /// Measure prompt-processing and generation speed (like llama-bench).
     Bench(bench::BenchArgs),
+    /// Check a backend's matrix products against the CPU's for every weight type.
+    Parity(parity::ParityArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(Box<serve::ServeArgs>),
     /// List the models in the store.
@@ -82,6 +85,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Serve(a) => serve::run(*a),
         Command::Bench(a) => bench::run(a),
+        Command::Parity(a) => parity::run(a),
         Command::List(a) => models::list(a),
         Command::Pull(a) => transfer::pull(a),
         Command::Rm(a) => models::rm(a),

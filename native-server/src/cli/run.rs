@@ -77,7 +77,7 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> Result<()> {
     // Checked before the model loads, so a typo fails at once.
-    a.backend.kind()?;
+    a.backend.check()?;
     let kv_dtype = match a.kv_type.as_str() {
         "f16" => KvDtype::F16,
         "f32" => KvDtype::F32,

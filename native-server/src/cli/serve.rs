@@ -139,7 +139,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
-    a.backend.kind()?;
+    a.backend.check()?;
     logging::init(a.log_format, &a.log_level);
     let parallel = match a.parallel.as_str() {
         "auto" => None,

@@ -165,15 +165,7 @@ impl Backend for CpuBackend {
     }
 
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
-        let n = graph.n_tokens;
-        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
-            return Err(BackendError::InvalidStep(format!(
-                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
-                batch.tokens.len(),
-                batch.positions.len(),
-                batch.seqs.len()
-            )));
-        }
+        graph.check_batch(batch)?;
         // Free every buffer of the previous step, then hand them out again by liveness: a
         // node's buffer is released after its last reader, so only a few are alive at once.
         for b in self.bufs.iter_mut() {
@@ -185,15 +177,7 @@ impl Backend for CpuBackend {
         self.ids.resize_with(graph.nodes.len(), Vec::new);
         // RoPE tables depend on the step's positions.
         self.rope_tables.clear();
-        let mut last_use: Vec<usize> = (0..graph.nodes.len()).collect();
-        for (j, node) in graph.nodes.iter().enumerate() {
-            for t in node.op.inputs() {
-                last_use[t.0 as usize] = j;
-            }
-        }
-        for t in &graph.outputs {
-            last_use[t.0 as usize] = usize::MAX;
-        }
+        let last_use = graph.last_uses();
         // Nodes already computed as part of an earlier node's group.
         let mut done = vec![false; graph.nodes.len()];
         for i in 0..graph.nodes.len() {
@@ -240,27 +224,20 @@ impl Backend for CpuBackend {
                 }
             }
         }
-        graph
+        Ok(graph
             .outputs
             .iter()
-            .map(|t| {
-                let node = &graph.nodes[t.0 as usize];
+            .map(|&t| {
+                let shape = graph.output_shape(t);
                 let data = self.bufs[t.0 as usize].clone();
-                Ok(match node.op {
-                    Op::TopK { k, .. } => Readback::TopK {
-                        rows: node.rows,
-                        k,
-                        ids: self.ids[t.0 as usize].clone(),
-                        values: data,
-                    },
-                    _ => Readback::F32 {
-                        rows: node.rows,
-                        cols: node.cols,
-                        data,
-                    },
-                })
+                let ids = if shape.ids() > 0 {
+                    self.ids[t.0 as usize].clone()
+                } else {
+                    Vec::new()
+                };
+                shape.assemble(data, ids)
             })
-            .collect()
+            .collect())
     }
 }
 

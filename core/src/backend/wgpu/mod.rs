@@ -54,8 +54,7 @@ use self::kv::GpuKvCache;
 use self::pipelines::Pipelines;
 use self::weights::GpuWeight;
 use super::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, PendingStep, Readback, Result, StepBatch,
-    Weight,
+    Backend, Graph, KvCacheId, KvCacheSpec, PendingStep, Readback, Result, StepBatch, Weight,
 };
 use crate::gguf::ModelFile;
 
@@ -166,15 +165,7 @@ impl WgpuBackend {
         graph: &Graph,
         batch: &'a StepBatch<'a>,
     ) -> Result<record::Recorder<'a>> {
-        let n = graph.n_tokens;
-        if batch.tokens.len() != n || batch.positions.len() != n || batch.seqs.len() != n {
-            return Err(BackendError::InvalidStep(format!(
-                "the graph has {n} rows but the batch has {} tokens, {} positions, {} sequences",
-                batch.tokens.len(),
-                batch.positions.len(),
-                batch.seqs.len()
-            )));
-        }
+        graph.check_batch(batch)?;
         record::Recorder::new(
             &self.gpu,
             &mut self.pipelines,
@@ -273,13 +264,13 @@ impl Backend for WgpuBackend {
 
     #[cfg(target_arch = "wasm32")]
     fn execute(&mut self, _graph: &Graph, _batch: &StepBatch) -> Result<Vec<Readback>> {
-        Err(BackendError::Unsupported(
+        Err(super::BackendError::Unsupported(
             "synchronous GPU readback is not available in the browser; use Engine::step_async"
                 .into(),
         ))
     }
 
     fn submit(&mut self, graph: &Graph, batch: &StepBatch) -> Result<PendingStep> {
-        Ok(PendingStep::gpu(self.submit_step(graph, batch)?))
+        Ok(self.submit_step(graph, batch)?.into_pending())
     }
 }

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 
 use super::record::{self, Submitted};
 use super::WgpuBackend;
-use crate::backend::{BackendError, Graph, Readback, Result, StepBatch};
+use crate::backend::{BackendError, Graph, PendingStep, Readback, Result, StepBatch};
 
 /// A submitted step whose outputs are still on their way back from the GPU.
 pub struct GpuPending {
@@ -39,8 +39,13 @@ impl WgpuBackend {
 }
 
 impl GpuPending {
-    /// Waits for the outputs of the step `graph` was submitted as.
-    pub async fn wait(self, graph: &Graph) -> Result<Vec<Readback>> {
+    /// The pending step as the backend-neutral [`PendingStep`].
+    pub fn into_pending(self) -> PendingStep {
+        PendingStep::later(Box::pin(self.wait()))
+    }
+
+    /// Waits for the outputs of the submitted step.
+    pub async fn wait(self) -> Result<Vec<Readback>> {
         let mut maps = Vec::new();
         for (_, st, bytes, ids) in &self.sub.reads {
             let total = bytes + ids.unwrap_or(0);
@@ -76,7 +81,7 @@ impl GpuPending {
                 ));
             }
         }
-        record::collect_mapped(graph, &self.sub.reads)
+        record::collect_mapped(&self.sub.reads)
     }
 }
 

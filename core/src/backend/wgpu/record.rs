@@ -9,8 +9,8 @@ use super::pipelines::{quant_kind, Kernel, Pipelines};
 use super::weights::GpuWeight;
 use super::StepStats;
 use crate::backend::{
-    BackendError, Graph, KvDtype, Op, PoolMode, Readback, Result, RowIndex, SeqSpan, StepBatch,
-    TensorId, Weight,
+    BackendError, Graph, KvDtype, Op, OutputShape, PoolMode, Readback, Result, RowIndex, SeqSpan,
+    StepBatch, TensorId, Weight,
 };
 use crate::dtype::GgmlType;
 use crate::quant;
@@ -154,48 +154,6 @@ pub(super) struct Recorder<'a> {
     current: usize,
 }
 
-/// The tensors an op reads.
-fn op_inputs(op: &Op) -> Vec<TensorId> {
-    match op {
-        Op::Embed { .. } | Op::EmbedRows { .. } => vec![],
-        Op::GeluErf { x } | Op::Pool { x, .. } => vec![*x],
-        Op::EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
-        Op::MatMul { x, .. }
-        | Op::AddBias { x, .. }
-        | Op::RmsNorm { x, .. }
-        | Op::LayerNorm { x, .. }
-        | Op::Rope { x, .. }
-        | Op::Scale { x, .. }
-        | Op::SoftCap { x, .. }
-        | Op::Gelu { x }
-        | Op::Silu { x }
-        | Op::Softmax { x }
-        | Op::SelectRows { x, .. }
-        | Op::TopK { x, .. } => vec![*x],
-        Op::KvStore { k, v, .. } => vec![*k, *v],
-        Op::Attention { q, stored, .. } => vec![*q, *stored],
-        Op::Add { a, b } | Op::Mul { a, b } => vec![*a, *b],
-        Op::GeGlu { gate, up } | Op::SwiGlu { gate, up } => vec![*gate, *up],
-    }
-}
-
-fn last_uses(graph: &Graph) -> Vec<usize> {
-    let mut last = vec![0; graph.nodes.len()];
-    for (i, n) in graph.nodes.iter().enumerate() {
-        for t in op_inputs(&n.op) {
-            if let Some(l) = last.get_mut(t.0 as usize) {
-                *l = i;
-            }
-        }
-    }
-    for t in &graph.outputs {
-        if let Some(l) = last.get_mut(t.0 as usize) {
-            *l = usize::MAX;
-        }
-    }
-    last
-}
-
 impl<'a> Recorder<'a> {
     /// Starts a step: uploads the batch's tokens, positions and sequence slots.
     // Everything a step borrows from the backend, passed once per step; a struct would only rename it.
@@ -241,7 +199,7 @@ impl<'a> Recorder<'a> {
             positions,
             seqs,
             tensors: vec![None; graph.nodes.len()],
-            last_use: last_uses(graph),
+            last_use: graph.last_uses(),
             busy_until: Vec::new(),
             row_per_invocation,
             quantized: Default::default(),
@@ -1037,7 +995,7 @@ impl<'a> Recorder<'a> {
             }
         }
         // Copy the outputs to mappable buffers.
-        let mut reads: Vec<(TensorId, wgpu::Buffer, u64, Option<u64>)> = Vec::new();
+        let mut reads: Vec<(OutputShape, wgpu::Buffer, u64, Option<u64>)> = Vec::new();
         for (j, t) in graph.outputs.iter().enumerate() {
             let node = &graph.nodes[t.0 as usize];
             let bytes = (node.rows * node.cols * 4) as u64;
@@ -1068,7 +1026,7 @@ impl<'a> Recorder<'a> {
                 }
             }
             stats.readback_bytes += total as usize;
-            reads.push((*t, st, bytes, is_topk.then_some(bytes)));
+            reads.push((graph.output_shape(*t), st, bytes, is_topk.then_some(bytes)));
         }
         self.gpu.queue.submit(Some(enc.finish()));
         Ok((Submitted { reads, scope }, stats))
@@ -1084,7 +1042,7 @@ impl<'a> Recorder<'a> {
                 "GPU validation error: {e}"
             )));
         }
-        let out = read_back(gpu, graph, &sub.reads)?;
+        let out = read_back(gpu, &sub.reads)?;
         Ok((out, stats))
     }
 }
@@ -1092,15 +1050,14 @@ impl<'a> Recorder<'a> {
 /// A submitted step: the validation scope still open and the staging buffers its outputs are
 /// being copied to (output tensor, staging buffer, value bytes, id bytes of a top-k output).
 pub(super) struct Submitted {
-    pub reads: Vec<(TensorId, wgpu::Buffer, u64, Option<u64>)>,
+    pub reads: Vec<(OutputShape, wgpu::Buffer, u64, Option<u64>)>,
     pub scope: wgpu::ErrorScopeGuard,
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 fn read_back(
     gpu: &Gpu,
-    graph: &Graph,
-    reads: &[(TensorId, wgpu::Buffer, u64, Option<u64>)],
+    reads: &[(OutputShape, wgpu::Buffer, u64, Option<u64>)],
 ) -> Result<Vec<Readback>> {
     for (_, st, bytes, ids) in reads {
         let total = bytes + ids.unwrap_or(0);
@@ -1111,18 +1068,16 @@ fn read_back(
     gpu.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| BackendError::Unsupported(format!("GPU device lost or stalled: {e}")))?;
-    collect_mapped(graph, reads)
+    collect_mapped(reads)
 }
 
 /// Copies the outputs out of their mapped staging buffers (every one with bytes must be
 /// mapped) and unmaps them.
 pub(super) fn collect_mapped(
-    graph: &Graph,
-    reads: &[(TensorId, wgpu::Buffer, u64, Option<u64>)],
+    reads: &[(OutputShape, wgpu::Buffer, u64, Option<u64>)],
 ) -> Result<Vec<Readback>> {
     let mut out = Vec::with_capacity(reads.len());
-    for (t, st, bytes, ids) in reads {
-        let node = &graph.nodes[t.0 as usize];
+    for (shape, st, bytes, ids) in reads {
         let total = bytes + ids.unwrap_or(0);
         let (vals, idv) = if total > 0 {
             let view = st
@@ -1137,19 +1092,7 @@ pub(super) fn collect_mapped(
         } else {
             (Vec::new(), Vec::new())
         };
-        out.push(match node.op {
-            Op::TopK { k, .. } => Readback::TopK {
-                rows: node.rows,
-                k,
-                ids: idv,
-                values: vals,
-            },
-            _ => Readback::F32 {
-                rows: node.rows,
-                cols: node.cols,
-                data: vals,
-            },
-        });
+        out.push(shape.assemble(vals, idv));
     }
     Ok(out)
 }
