@@ -31,6 +31,7 @@ pub const TABLES: &[&str] = &[
     "adapters",
     "chat_sessions",
     "chat_messages",
+    "jobs",
 ];
 
 /// One row: column name → JSON value (integers, reals, text, booleans, `null`; bytes as hex).

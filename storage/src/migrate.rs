@@ -39,6 +39,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_chat_sessions.sql"),
         postgres: include_str!("../migrations/postgres/0006_chat_sessions.sql"),
     },
+    Migration {
+        version: 7,
+        name: "jobs",
+        sqlite: include_str!("../migrations/sqlite/0007_jobs.sql"),
+        postgres: include_str!("../migrations/postgres/0007_jobs.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (
