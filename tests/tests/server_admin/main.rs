@@ -7,6 +7,7 @@ mod adapters;
 mod backup;
 mod harness;
 mod inputs;
+mod jobs;
 mod limits;
 mod logs;
 mod matrix;

@@ -1,11 +1,12 @@
 //! What the model jobs do, and how their models reach the registry.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
-use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
+use super::persist::PersistedJobs;
+use crate::jobs::{Job, JobKind, JobRunner, ProgressUnit};
 use crate::registry::{names, Registry};
 use crate::server::error::ApiError;
 use crate::store::{
@@ -17,6 +18,10 @@ use crate::store::{
 pub struct ModelJobs {
     pub runner: Arc<JobRunner>,
     pub store: Store,
+    /// The runner's job store (memory, copied to the admin storage once attached).
+    pub(super) jobs: Arc<PersistedJobs>,
+    /// The admin storage, once [`ModelJobs::persist`] attached it.
+    pub(super) storage: OnceLock<weft_storage::Storage>,
 }
 
 fn to_api(e: StoreError) -> ApiError {
@@ -32,9 +37,12 @@ impl ModelJobs {
                 .with_catalog(|c| c.add_arrived(name, path))
                 .map_err(|e| StoreError::failed(e.to_string()))
         }));
+        let jobs = Arc::new(PersistedJobs::new(256));
         Arc::new(ModelJobs {
-            runner: JobRunner::new(Arc::new(MemoryJobs::new(256)), parallel),
+            runner: JobRunner::new(jobs.clone(), parallel),
             store,
+            jobs,
+            storage: OnceLock::new(),
         })
     }
 
