@@ -9,6 +9,7 @@ mod info;
 mod keys;
 mod models;
 mod progress;
+mod remote;
 mod run;
 mod serve;
 mod tokenize;
