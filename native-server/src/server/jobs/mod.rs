@@ -11,8 +11,10 @@
 //! sharing a database list, show and cancel each other's jobs.
 //!
 //! Files: `work.rs` (the jobs' work and the registry hook), `persist.rs` (the database copy,
-//! cancel across replicas, interrupted jobs), `ollama_pull.rs`.
+//! cancel across replicas, interrupted jobs), `ollama_pull.rs`, `ollama_create.rs` (blobs and
+//! `/api/create` with files).
 
+mod ollama_create;
 mod ollama_pull;
 mod persist;
 mod work;
@@ -30,6 +32,7 @@ use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
 use super::state::Shared;
 use crate::store::{ConvertRequest, ImportRequest, PullRequest, QuantizeRequest};
+pub use ollama_create::create_from_files;
 pub use work::ModelJobs;
 
 type Res<T> = Result<T, PlainError>;
@@ -48,7 +51,12 @@ pub fn admin_routes() -> OpenApiRouter<Shared> {
 
 /// Ollama's `/pull`, relative to `/api`.
 pub fn ollama_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().routes(routes!(ollama_pull::pull))
+    OpenApiRouter::new()
+        .routes(routes!(ollama_pull::pull))
+        .routes(routes!(
+            ollama_create::blob_exists,
+            ollama_create::blob_upload
+        ))
 }
 
 /// A job, as the job runner reports it (id, kind, phase, progress, times, status, error).
