@@ -340,3 +340,59 @@ impl ModelJobs {
         Ok(row.and_then(from_row))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{JobKind, ProgressUnit};
+    use serde_json::json;
+
+    fn sent(rx: &mut mpsc::UnboundedReceiver<Write>) -> Vec<(JobStatus, String, u64)> {
+        let mut out = Vec::new();
+        while let Ok(Write::Job(j)) = rx.try_recv() {
+            out.push((j.status, j.phase.clone(), j.progress.done));
+        }
+        out
+    }
+
+    #[test]
+    fn changes_are_written_and_progress_alone_is_throttled() {
+        let jobs = PersistedJobs::new(10);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        jobs.insert(Job::new(
+            "before".into(),
+            JobKind::Pull,
+            json!({}),
+            ProgressUnit::Bytes,
+        ));
+        assert!(sent(&mut rx).is_empty(), "nothing is sent before the sink");
+        assert!(jobs.sink.set(Sink { tx }).is_ok());
+        jobs.insert(Job::new(
+            "j".into(),
+            JobKind::Pull,
+            json!({}),
+            ProgressUnit::Bytes,
+        ));
+        jobs.update("j", &mut |j| {
+            j.status = JobStatus::Running;
+            j.phase = "downloading".into();
+        });
+        for n in 1..=50 {
+            jobs.update("j", &mut |j| j.progress.done = n);
+        }
+        jobs.update("j", &mut |j| j.phase = "verifying".into());
+        jobs.update("j", &mut |j| {
+            j.status = JobStatus::Succeeded;
+            j.phase = "done".into();
+        });
+        let got = sent(&mut rx);
+        let phases: Vec<&str> = got.iter().map(|(_, p, _)| p.as_str()).collect();
+        assert_eq!(phases, ["queued", "downloading", "verifying", "done"]);
+        assert_eq!(got[2].2, 50, "a phase change carries the newest progress");
+        assert_eq!(got[3].0, JobStatus::Succeeded);
+        assert!(
+            jobs.sent.lock().unwrap().is_empty(),
+            "ended jobs are forgotten"
+        );
+    }
+}
