@@ -31,6 +31,7 @@ pub const TABLES: &[&str] = &[
     "adapters",
     "chat_sessions",
     "chat_messages",
+    "jobs",
     "model_aliases",
 ];
 

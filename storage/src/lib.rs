@@ -1,5 +1,5 @@
 //! weft-storage: the server's persistent state (API keys, users, tenants, settings,
-//! moderation rules, audit, chat-UI sessions, A/B tests, adapters) behind one interface,
+//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs) behind one interface,
 //! [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
@@ -24,6 +24,7 @@ mod adapters;
 mod audit;
 mod dump;
 mod error;
+mod jobs;
 mod keys;
 mod migrate;
 mod model_aliases;
@@ -45,6 +46,7 @@ pub use adapters::{Adapter, NewAdapter};
 pub use audit::{AuditEntry, NewAudit};
 pub use dump::{DumpItem, Row, TABLES};
 pub use error::{Result, StorageError};
+pub use jobs::{JobOwner, JobRow, JOB_LIVE};
 pub use keys::{ApiKey, NewKey};
 pub use model_aliases::ModelAlias;
 pub use moderation::{ModerationRule, NewRule};
@@ -58,6 +60,7 @@ pub(crate) trait Get {
     fn int(&self, col: &str) -> Result<i64>;
     fn int_opt(&self, col: &str) -> Result<Option<i64>>;
     fn real(&self, col: &str) -> Result<f64>;
+    fn real_opt(&self, col: &str) -> Result<Option<f64>>;
 }
 
 macro_rules! impl_get {
@@ -76,6 +79,9 @@ macro_rules! impl_get {
                 Ok(sqlx::Row::try_get(self, col)?)
             }
             fn real(&self, col: &str) -> Result<f64> {
+                Ok(sqlx::Row::try_get(self, col)?)
+            }
+            fn real_opt(&self, col: &str) -> Result<Option<f64>> {
                 Ok(sqlx::Row::try_get(self, col)?)
             }
         }

@@ -40,6 +40,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0006_chat_sessions.sql"),
     },
     Migration {
+        version: 7,
+        name: "jobs",
+        sqlite: include_str!("../migrations/sqlite/0007_jobs.sql"),
+        postgres: include_str!("../migrations/postgres/0007_jobs.sql"),
+    },
+    Migration {
         version: 8,
         name: "model_aliases",
         sqlite: include_str!("../migrations/sqlite/0008_model_aliases.sql"),

@@ -10,6 +10,7 @@ mod keys;
 mod models;
 mod parity;
 mod progress;
+mod remote;
 mod run;
 mod serve;
 mod tokenize;

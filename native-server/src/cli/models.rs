@@ -1,25 +1,43 @@
 //! The model-store commands that need no transfer: `weft list`, `rm`, `cp`, `show`, `ps`.
-//! They work on the store's files and names file directly.
+//! They work on the store's files and names file directly, or through a running server
+//! (`remote.rs` says when).
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 
+use super::remote::{self, Remote};
 use crate::registry::{names, Overrides};
 use crate::store::Store;
 
-/// Where the store is.
+/// Where the store is, and whether to go through a running server.
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// The models folder (default: $WEFT_HOME/models, WEFT_HOME defaulting to ~/.weft).
-    #[arg(long)]
+    /// The models folder, worked on directly (default: $WEFT_HOME/models, WEFT_HOME
+    /// defaulting to ~/.weft).
+    #[arg(long, conflicts_with = "host")]
     pub models_dir: Option<PathBuf>,
+    /// A running server to work through (default: $WEFT_HOST; else http://127.0.0.1:8080
+    /// when a server answers there). $WEFT_API_KEY is its key.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Work on the store's files even when a server runs.
+    #[arg(long, conflicts_with = "host")]
+    pub local: bool,
 }
 
 impl StoreArgs {
     pub fn open(&self) -> Result<Store> {
         Store::open(self.models_dir.as_deref()).map_err(|e| anyhow!(e.to_string()))
+    }
+
+    /// The server to work through, or None for the store's files (see `remote.rs`).
+    pub fn remote(&self) -> Result<Option<Remote>> {
+        remote::find(
+            self.host.as_deref(),
+            self.local || self.models_dir.is_some(),
+        )
     }
 }
 
@@ -76,6 +94,9 @@ fn size(n: u64) -> String {
 }
 
 pub fn list(a: ListArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        return remote::list(&r);
+    }
     let store = a.store.open()?;
     let c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     println!(
@@ -103,6 +124,9 @@ pub fn list(a: ListArgs) -> Result<()> {
 }
 
 pub fn rm(a: RmArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        return remote::rm(&r, &a.names);
+    }
     let store = a.store.open()?;
     let mut c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     for n in &a.names {
@@ -116,6 +140,9 @@ pub fn rm(a: RmArgs) -> Result<()> {
 }
 
 pub fn cp(a: CpArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        return remote::cp(&r, &a.source, &a.destination);
+    }
     let store = a.store.open()?;
     let mut c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     let made = c
@@ -126,6 +153,9 @@ pub fn cp(a: CpArgs) -> Result<()> {
 }
 
 pub fn show(a: ShowArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        return remote::show(&r, &a.name, a.modelfile);
+    }
     let store = a.store.open()?;
     let c = store.catalog().map_err(|e| anyhow!(e.to_string()))?;
     let r = c.resolve(&a.name).map_err(|e| anyhow!(e.to_string()))?;

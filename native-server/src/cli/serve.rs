@@ -292,6 +292,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         }
         let auth = server::auth::Auth::new(admin_key.as_deref());
         let state = server::state(cfg, registry, jobs, code, storage, auth);
+        if let Some(j) = &state.jobs {
+            j.persist(state.storage.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("keeping jobs in the database: {e}"))?;
+        }
         server::start_settings(&state)
             .await
             .map_err(|e| anyhow::anyhow!(e.message))?;
@@ -425,6 +430,9 @@ async fn serve(addr: SocketAddr, state: Shared) -> Result<Exit> {
     }
     // Every finished chat turn is written before the process ends or is replaced.
     state.sessions.flush().await;
+    if let Some(j) = &state.jobs {
+        j.flush().await;
+    }
     if !*state.restart.borrow() {
         return Ok(Exit::Stopped);
     }

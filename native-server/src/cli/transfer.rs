@@ -1,13 +1,17 @@
 //! The store commands that move or make model bytes: `weft pull`, `weft import` and
-//! `weft quantize` and `weft convert`, with a progress bar on a terminal (plain lines otherwise).
+//! `weft quantize` and `weft convert`, with a progress bar on a terminal (plain lines otherwise);
+//! through a running server's jobs when one runs (`remote.rs`).
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
 
+use serde_json::{json, Value};
+
 use super::models::StoreArgs;
 use super::progress::Reporter;
+use super::remote;
 use crate::store::{
     self, ConvertRequest, ImportRequest, PullRequest, QuantizeRequest, DEFAULT_HF_ENDPOINT,
 };
@@ -83,7 +87,31 @@ pub struct ConvertArgs {
     store: StoreArgs,
 }
 
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn looks_like_path(s: &str) -> bool {
+    s.contains('/') || s.ends_with(".gguf")
+}
+
 pub fn pull(a: PullArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        let body = json!({"model": a.reference, "name": a.name, "sha256": a.sha256});
+        let got = r.job("/api/v1/models/pull", &body)?;
+        let check = if got["verified"] == true {
+            "verified"
+        } else {
+            "not verified: no sha256 known"
+        };
+        println!(
+            "pulled '{}' ({}, sha256 {} {check})",
+            got["name"].as_str().unwrap_or(""),
+            indicatif::HumanBytes(u(&got["bytes"])),
+            got["sha256"].as_str().unwrap_or("")
+        );
+        return Ok(());
+    }
     let store = a.store.open()?.with_hf_endpoint(&a.hf_endpoint);
     let req = PullRequest {
         reference: a.reference.clone(),
@@ -112,6 +140,17 @@ pub fn pull(a: PullArgs) -> Result<()> {
 }
 
 pub fn import(a: ImportArgs) -> Result<()> {
+    if let Some(r) = a.store.remote()? {
+        let body = json!({"path": remote::absolute(&a.path)?, "name": a.name});
+        let got = r.job("/api/v1/models/import", &body)?;
+        println!(
+            "imported '{}' ({}, {})",
+            got["name"].as_str().unwrap_or(""),
+            got["path"].as_str().unwrap_or(""),
+            got["how"].as_str().unwrap_or("")
+        );
+        return Ok(());
+    }
     let store = a.store.open()?;
     let req = ImportRequest {
         path: a.path.clone(),
@@ -134,6 +173,23 @@ pub fn import(a: ImportArgs) -> Result<()> {
 }
 
 pub fn quantize(a: QuantizeArgs) -> Result<()> {
+    // Files named by path are this user's: only names of the store go through a server.
+    let names_only = !looks_like_path(&a.input) && !looks_like_path(&a.output);
+    if let Some(r) = names_only.then(|| a.store.remote()).transpose()?.flatten() {
+        let body = json!({"model": a.input, "name": a.output, "type": a.r#type,
+                          "allow_requantize": a.allow_requantize, "pure": a.pure,
+                          "threads": a.threads});
+        let got = r.job("/api/v1/models/quantize", &body)?;
+        println!(
+            "quantized to {} '{}' ({} -> {}, {:.2} s)",
+            got["type"].as_str().unwrap_or(""),
+            got["name"].as_str().unwrap_or(""),
+            indicatif::HumanBytes(u(&got["bytes_in"])),
+            indicatif::HumanBytes(u(&got["bytes_out"])),
+            got["seconds"].as_f64().unwrap_or(0.0)
+        );
+        return Ok(());
+    }
     let store = a.store.open()?;
     let req = QuantizeRequest {
         source: a.input.clone(),
@@ -167,6 +223,21 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
 }
 
 pub fn convert(a: ConvertArgs) -> Result<()> {
+    let to_store = !a.output.as_deref().is_some_and(looks_like_path);
+    if let Some(r) = to_store.then(|| a.store.remote()).transpose()?.flatten() {
+        let body = json!({"path": remote::absolute(&a.dir)?, "name": a.output,
+                          "type": a.r#type, "threads": a.threads});
+        let got = r.job("/api/v1/models/convert", &body)?;
+        println!(
+            "converted {} to {} '{}' ({}, {:.2} s)",
+            a.dir.display(),
+            got["type"].as_str().unwrap_or(""),
+            got["name"].as_str().unwrap_or(""),
+            indicatif::HumanBytes(u(&got["bytes"])),
+            got["seconds"].as_f64().unwrap_or(0.0)
+        );
+        return Ok(());
+    }
     let store = a.store.open()?;
     let req = ConvertRequest {
         path: a.dir.clone(),

@@ -4,8 +4,8 @@
 //! request that started them, and can be cancelled; the work itself removes its partial files
 //! when it fails or is cancelled.
 //!
-//! Jobs are kept behind [`JobStore`], in memory for now ([`MemoryJobs`]); the admin storage can
-//! implement the same trait to persist them.
+//! Jobs are kept behind [`JobStore`]: in memory ([`MemoryJobs`]), which the server wraps to
+//! copy every job into its admin storage (`server/jobs/persist.rs`).
 //!
 //! Files: `store.rs` (the job record and the storage trait), `runner.rs` (the threads).
 
@@ -13,4 +13,4 @@ mod runner;
 mod store;
 
 pub use runner::{JobContext, JobRunner, Work};
-pub use store::{Job, JobKind, JobProgress, JobStatus, JobStore, MemoryJobs, ProgressUnit};
+pub use store::{now, Job, JobKind, JobProgress, JobStatus, JobStore, MemoryJobs, ProgressUnit};

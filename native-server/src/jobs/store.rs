@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What a job does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     Pull,
@@ -18,7 +18,7 @@ pub enum JobKind {
 }
 
 /// Where a job is in its life. Only `Queued` and `Running` change again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     Queued,
@@ -36,7 +36,7 @@ impl JobStatus {
 }
 
 /// What progress counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProgressUnit {
     Bytes,
@@ -79,6 +79,9 @@ pub struct Job {
     pub started_at: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<f64>,
+    /// Someone asked, through another replica, that the job stop; its owner will.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancel_requested: bool,
     /// Bumped on every change, so watchers can wait for the next one.
     #[serde(skip)]
     pub version: u64,
@@ -112,6 +115,7 @@ impl Job {
             created_at: now(),
             started_at: None,
             finished_at: None,
+            cancel_requested: false,
             version: 0,
         }
     }

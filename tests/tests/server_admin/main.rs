@@ -8,6 +8,7 @@ mod aliases;
 mod backup;
 mod harness;
 mod inputs;
+mod jobs;
 mod limits;
 mod logs;
 mod matrix;

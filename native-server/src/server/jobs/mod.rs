@@ -7,9 +7,16 @@
 //! what can only fail while working (404 at the hub, a sha256 mismatch, a full disk) fails
 //! the job with that message. Without a models directory these routes answer 503.
 //!
-//! Files: `work.rs` (the jobs' work and the registry hook), `ollama_pull.rs`.
+//! Jobs are kept in the admin storage (`persist.rs`): the list survives a restart, and replicas
+//! sharing a database list, show and cancel each other's jobs.
+//!
+//! Files: `work.rs` (the jobs' work and the registry hook), `persist.rs` (the database copy,
+//! cancel across replicas, interrupted jobs), `ollama_pull.rs`, `ollama_create.rs` (blobs and
+//! `/api/create` with files).
 
+mod ollama_create;
 mod ollama_pull;
+mod persist;
 mod work;
 
 use axum::extract::{Path, State};
@@ -25,6 +32,7 @@ use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
 use super::state::Shared;
 use crate::store::{ConvertRequest, ImportRequest, PullRequest, QuantizeRequest};
+pub use ollama_create::create_from_files;
 pub use work::ModelJobs;
 
 type Res<T> = Result<T, PlainError>;
@@ -43,7 +51,12 @@ pub fn admin_routes() -> OpenApiRouter<Shared> {
 
 /// Ollama's `/pull`, relative to `/api`.
 pub fn ollama_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().routes(routes!(ollama_pull::pull))
+    OpenApiRouter::new()
+        .routes(routes!(ollama_pull::pull))
+        .routes(routes!(
+            ollama_create::blob_exists,
+            ollama_create::blob_upload
+        ))
 }
 
 /// A job, as the job runner reports it (id, kind, phase, progress, times, status, error).
@@ -104,14 +117,14 @@ fn missing(id: &str) -> PlainError {
     params(("job_id" = String, Path, description = "A job id")),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
 async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
-    let job = st.jobs()?.runner.get(&id).ok_or_else(|| missing(&id))?;
+    let job = st.jobs()?.job(&id).await?.ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }
 
 #[utoipa::path(get, path = "/jobs", tag = "admin", responses((status = 200, body = JobList)))]
 async fn list(State(st): State<Shared>) -> Res<Json<JobList>> {
     Ok(Json(JobList {
-        jobs: st.jobs()?.runner.list(),
+        jobs: st.jobs()?.list().await?,
     }))
 }
 
@@ -119,6 +132,6 @@ async fn list(State(st): State<Shared>) -> Res<Json<JobList>> {
     params(("id" = String, Path, description = "A job id")),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
 async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
-    let job = st.jobs()?.runner.cancel(&id).ok_or_else(|| missing(&id))?;
+    let job = st.jobs()?.cancel(&id).await?.ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }

@@ -1,11 +1,12 @@
 //! What the model jobs do, and how their models reach the registry.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
-use crate::jobs::{Job, JobKind, JobRunner, MemoryJobs, ProgressUnit};
+use super::persist::PersistedJobs;
+use crate::jobs::{Job, JobKind, JobRunner, ProgressUnit};
 use crate::registry::{names, Registry};
 use crate::server::error::ApiError;
 use crate::store::{
@@ -17,6 +18,10 @@ use crate::store::{
 pub struct ModelJobs {
     pub runner: Arc<JobRunner>,
     pub store: Store,
+    /// The runner's job store (memory, copied to the admin storage once attached).
+    pub(super) jobs: Arc<PersistedJobs>,
+    /// The admin storage, once [`ModelJobs::persist`] attached it.
+    pub(super) storage: OnceLock<weft_storage::Storage>,
 }
 
 fn to_api(e: StoreError) -> ApiError {
@@ -32,9 +37,12 @@ impl ModelJobs {
                 .with_catalog(|c| c.add_arrived(name, path))
                 .map_err(|e| StoreError::failed(e.to_string()))
         }));
+        let jobs = Arc::new(PersistedJobs::new(256));
         Arc::new(ModelJobs {
-            runner: JobRunner::new(Arc::new(MemoryJobs::new(256)), parallel),
+            runner: JobRunner::new(jobs.clone(), parallel),
             store,
+            jobs,
+            storage: OnceLock::new(),
         })
     }
 
@@ -139,11 +147,33 @@ impl ModelJobs {
 
     /// Starts a conversion of a Hugging Face folder inside the import roots (400 for a path
     /// outside them, a folder of an unknown family, an unknown type or a bad name).
-    pub fn submit_convert(&self, mut req: ConvertRequest) -> Result<Job, ApiError> {
-        req.path = checked_path(&req.path, Some(&self.store.import_roots)).map_err(to_api)?;
-        check_convert(&req).map_err(to_api)?;
-        if let Some(t) = &req.target {
-            names::check_new(t)?;
+    pub fn submit_convert(&self, req: ConvertRequest) -> Result<Job, ApiError> {
+        self.submit_convert_of(req, None)
+    }
+
+    /// Like [`ModelJobs::submit_convert`]; `scratch`, a folder made for this job only (Ollama's
+    /// `/api/create` with files), is removed when the job ends, and on a 400.
+    pub fn submit_convert_of(
+        &self,
+        mut req: ConvertRequest,
+        scratch: Option<PathBuf>,
+    ) -> Result<Job, ApiError> {
+        let drop_scratch = |scratch: &Option<PathBuf>| {
+            if let Some(d) = scratch {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        };
+        let checked = (|| {
+            req.path = checked_path(&req.path, Some(&self.store.import_roots)).map_err(to_api)?;
+            check_convert(&req).map_err(to_api)?;
+            if let Some(t) = &req.target {
+                names::check_new(t)?;
+            }
+            Ok::<_, ApiError>(())
+        })();
+        if let Err(e) = checked {
+            drop_scratch(&scratch);
+            return Err(e);
         }
         let store = self.store.clone();
         let request = json!({"path": req.path, "name": req.target, "type": req.r#type});
@@ -153,7 +183,7 @@ impl ModelJobs {
             ProgressUnit::Bytes,
             Box::new(move |ctx| {
                 let mut phase = "";
-                store::convert_in_store(&store, &req, false, &mut |p| {
+                let r = store::convert_in_store(&store, &req, false, &mut |p| {
                     if p.phase != phase {
                         phase = p.phase;
                         ctx.phase(p.phase);
@@ -162,7 +192,9 @@ impl ModelJobs {
                     !ctx.cancelled()
                 })
                 .map(|c| json!(c))
-                .map_err(|e| e.message)
+                .map_err(|e| e.message);
+                drop_scratch(&scratch);
+                r
             }),
         ))
     }

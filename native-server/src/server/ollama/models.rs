@@ -235,7 +235,8 @@ pub fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
 }
 
 /// `/api/create` from an existing model: `{"model", "from", "system", "template",
-/// "parameters"}`. Making a model from files, adapters or a quantization is not here yet.
+/// "parameters"}`; or from a Hugging Face folder uploaded as blobs: `{"model", "files",
+/// "quantize"?}` (`server/jobs/ollama_create.rs`). Adapters are not here yet.
 #[utoipa::path(post, path = "/create", tag = "ollama", request_body = CreateRequest,
     responses((status = 200, description = "Status lines (NDJSON), or one when stream is false",
                content((Status = "application/x-ndjson"), (Status = "application/json"))),
@@ -245,6 +246,10 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRequest>) ->
         .model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
+    if b.files.is_some() && b.from.is_none() {
+        return crate::server::jobs::create_from_files(&st, name, b.files, b.quantize, b.stream)
+            .await;
+    }
     let unsupported = [
         ("files", b.files.is_some()),
         ("adapters", b.adapters.is_some()),
