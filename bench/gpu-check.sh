@@ -3,19 +3,25 @@
 # network and little disk: it runs a release `weft` built elsewhere (docs/cuda.md says how).
 #   1. lists the devices (`weft devices`: CUDA devices, then wgpu adapters);
 #   2. `weft parity`: every weight type's products (decode and batched) against the CPU's;
-#   3. greedy decode, 32 steps, on cpu, cuda and wgpu: the token ids must equal the CPU's;
-#   4. `weft bench` prompt and decode speed on cuda and wgpu, with the share of the
-#      memory-bandwidth roofline (a decode step reads every weight once: bandwidth / model bytes).
+#   3. for each model: greedy decode, 32 steps, on cpu, cuda and wgpu (the token ids must equal
+#      the CPU's), then `weft bench` prompt and decode speed on cuda and wgpu, with the share of
+#      the memory-bandwidth roofline (a decode step reads every weight once: bandwidth / bytes).
+# The models are written here by `weft synth` (random weights at SmolLM2-135M, Qwen2.5-0.5B and
+# Qwen2.5-7B shapes, in each of SYNTH_TYPES), one at a time into a temporary folder and deleted
+# after their checks, so the disk needs room for one (7B: 8 GB at q8_0, 15 GB at f16); then any
+# GGUF files in WEFT_MODELS_DIR.
 # Usage: bench/gpu-check.sh [WEFT_BINARY] (default: ./weft, then target/release/weft)
-# Environment: WEFT_MODELS_DIR (GGUF files; default models/), GPU_DEVICE (index among the CUDA
+# Environment: WEFT_MODELS_DIR (more GGUF files; default models/), SYNTH_SIZES (default
+# "smollm2 qwen0.5b 7b"; empty for none), SYNTH_TYPES (default "q8_0 q4_k f16"), SYNTH_DIR
+# (where to write them; default a new temporary folder), GPU_DEVICE (index among the CUDA
 # devices), BANDWIDTH_GBS (peak memory bandwidth; guessed from nvidia-smi when unset),
 # WEFT_NVRTC_PATH (NVRTC's lib folder when libnvrtc.so.12 is not on the loader path).
-# Not here yet: synthetic whole models at SmolLM2 / Qwen2.5-0.5B / 7B sizes (no `weft`
-# subcommand writes them yet); step 3 and 4 use the GGUF files in WEFT_MODELS_DIR.
 set -uo pipefail
+WEFT="${1:-}"
+# The binary's path is taken from where the caller stands, before the cd below.
+if [[ -n "$WEFT" && "$WEFT" != /* ]]; then WEFT="$PWD/$WEFT"; fi
 cd "$(dirname "$0")/.."
 
-WEFT="${1:-}"
 if [[ -z "$WEFT" ]]; then
   if [[ -x ./weft ]]; then WEFT=./weft; else WEFT=target/release/weft; fi
 fi
@@ -64,24 +70,19 @@ greedy() { # model backend -> the 32 greedy token ids as one line, or ERROR: ...
   fi
 }
 
-shopt -s nullglob
-models=("$MODELS"/*.gguf)
-echo "== greedy decode, 32 steps, vs the CPU (${#models[@]} models in $MODELS)"
-for m in "${models[@]}"; do
+check() { # model -> greedy ids vs the CPU's, then speed (weft bench -p 512 -n 128)
+  local m=$1 cpu got r json
+  echo "== $(basename "$m") ($(du -h "$m" | cut -f1))"
   cpu=$(greedy "$m" cpu)
   for b in cuda wgpu; do
     got=$(greedy "$m" "$b" "${DEV[@]}")
-    if [[ "$got" == "$cpu" ]]; then r=same; else r="DIFFERENT: $got"; fail=1; fi
-    printf '%-48s %-5s %s\n' "$(basename "$m")" "$b" "$r"
+    if [[ "$got" == "$cpu" ]]; then r=same; else r="DIFFERENT: $got (cpu: $cpu)"; fail=1; fi
+    printf '  greedy 32 steps %-5s vs cpu: %s\n' "$b" "$r"
   done
-done
-
-echo "== speed (weft bench -p 512 -n 128)"
-printf '%-48s %-5s %12s %12s %8s\n' model backend "prompt t/s" "decode t/s" "of BW"
-for m in "${models[@]}"; do
+  printf '  %-5s %12s %12s %8s\n' backend "prompt t/s" "decode t/s" "of BW"
   for b in cuda wgpu; do
     if ! json=$("$WEFT" bench --model "$m" --backend "$b" "${DEV[@]}" -r 2 --json 2>&1); then
-      printf '%-48s %-5s %s\n' "$(basename "$m")" "$b" "ERROR: $(tail -1 <<<"$json")"; fail=1; continue
+      printf '  %-5s %s\n' "$b" "ERROR: $(tail -1 <<<"$json")"; fail=1; continue
     fi
     python3 - "$m" "$b" "$json" "${BANDWIDTH_GBS:-0}" <<'PY'
 import json, os, sys
@@ -90,8 +91,32 @@ r = json.loads(text[text.index("{"):])
 med = lambda v: (v or {}).get("median", 0.0) if isinstance(v, dict) else (v or 0.0)
 pp, tg = med(r.get("prompt_tokens_per_s")), med(r.get("gen_tokens_per_s"))
 frac = f"{tg * os.path.getsize(path) / (bw * 1e9):.1%}" if bw > 0 else "n/a"
-print(f"{os.path.basename(path):48s} {backend:5s} {pp:12.1f} {tg:12.1f} {frac:>8s}")
+print(f"  {backend:5s} {pp:12.1f} {tg:12.1f} {frac:>8s}")
 PY
   done
+}
+
+SYNTH_SIZES="${SYNTH_SIZES-smollm2 qwen0.5b 7b}"
+SYNTH_TYPES="${SYNTH_TYPES-q8_0 q4_k f16}"
+if [[ -n "${SYNTH_DIR:-}" ]]; then
+  mkdir -p "$SYNTH_DIR"
+else
+  SYNTH_DIR=$(mktemp -d)
+  trap 'rm -rf "$SYNTH_DIR"' EXIT
+fi
+for size in $SYNTH_SIZES; do
+  for ty in $SYNTH_TYPES; do
+    m="$SYNTH_DIR/synth-$size-$ty.gguf"
+    if ! err=$("$WEFT" synth --size "$size" --type "$ty" --seed 1 -o "$m" 2>&1); then
+      echo "== synth $size $ty: ERROR: $(tail -1 <<<"$err")"; fail=1; rm -f "$m"; continue
+    fi
+    check "$m"
+    rm -f "$m"
+  done
+done
+
+shopt -s nullglob
+for m in "$MODELS"/*.gguf; do
+  check "$m"
 done
 exit $fail

@@ -13,6 +13,7 @@ mod progress;
 mod remote;
 mod run;
 mod serve;
+mod synth;
 mod tokenize;
 mod transfer;
 
@@ -48,6 +49,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check a backend's matrix products against the CPU's for every weight type.
     Parity(parity::ParityArgs),
+    /// Write a model with random weights at a real model's shapes (SmolLM2, Qwen2.5 0.5B/7B).
+    Synth(synth::SynthArgs),
     /// Serve a model over HTTP (OpenAI /v1, Ollama /api, chat UI, ops routes).
     Serve(Box<serve::ServeArgs>),
     /// List the models in the store.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Serve(a) => serve::run(*a),
         Command::Bench(a) => bench::run(a),
         Command::Parity(a) => parity::run(a),
+        Command::Synth(a) => synth::run(a),
         Command::List(a) => models::list(a),
         Command::Pull(a) => transfer::pull(a),
         Command::Rm(a) => models::rm(a),
