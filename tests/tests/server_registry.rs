@@ -102,7 +102,10 @@ fn ollama_client_drives_three_models_in_one_server() {
     let Some(models) = models() else { return };
     let expected = reference_replies(&models);
     let dir = models_dir(&models, "client");
-    let server = Server::start_args(&args(&dir, &["--max-loaded", "2"]));
+    // A private WEFT_HOME: the names the client makes live in the admin database there.
+    let home = dir.join("home");
+    let env = [("WEFT_HOME", home.as_path())];
+    let server = Server::start_env(&args(&dir, &["--max-loaded", "2"]), &env);
     let exp = serde_json::to_string(&expected).unwrap();
     if let Some(out) = python(
         "registry_client.py",
@@ -112,11 +115,14 @@ fn ollama_client_drives_three_models_in_one_server() {
     ) {
         assert!(out.contains("ALL OK"), "{out}");
     }
-    // Names made by the client were saved beside the models and outlive a restart.
+    // Names made by the client were saved in the database and outlive a restart.
     drop(server);
-    let stored = std::fs::read_to_string(dir.join("weft-models.json")).unwrap();
-    assert!(stored.contains("pirate"), "{stored}");
-    let server = Server::start_args(&args(&dir, &["--max-loaded", "1"]));
+    assert!(
+        home.join("weft.db").is_file(),
+        "no database in {}",
+        home.display()
+    );
+    let server = Server::start_env(&args(&dir, &["--max-loaded", "1"]), &env);
     let tags = server.request("GET", "/api/tags", None).json().to_string();
     assert!(tags.contains("pirate:latest"), "{tags}");
     let _ = std::fs::remove_dir_all(&dir);
