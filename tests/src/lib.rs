@@ -52,8 +52,16 @@ impl Server {
     }
 
     /// Like `start_args` with extra environment variables (e.g. a private WEFT_HOME).
+    /// Without a WEFT_HOME in `env`, the server gets this test process's own home (a temporary
+    /// folder), never the user's `~/.weft`: the admin database there holds model names, so
+    /// one test binary's names must not show up in another's servers.
     pub fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Server {
-        let mut child = Command::new(weft_binary())
+        let home = std::env::temp_dir().join(format!("weft-test-home-{}", std::process::id()));
+        let mut cmd = Command::new(weft_binary());
+        if !env.iter().any(|(k, _)| *k == "WEFT_HOME") {
+            cmd.env("WEFT_HOME", &home);
+        }
+        let mut child = cmd
             .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
             .arg("serve")
             .args(["--host", "127.0.0.1", "--port", "0", "--threads", "2"])
