@@ -304,6 +304,32 @@ pub fn vec_dot_tile(
     }
 }
 
+/// Runs `$kernel::rows_multi::<K>` over the activation rows from the first, in groups of each
+/// size `K` of the list in turn (largest first) while a whole group remains; evaluates to how
+/// many activation rows were done. Shared by the AVX-512 and AVX2 row kernels.
+#[cfg(target_arch = "x86_64")]
+macro_rules! token_groups {
+    ($kernel:ident, $kind:expr, $w_rows:expr, $n_rows:expr, $acts:expr, $act_bytes:expr,
+     $nb:expr, $n_tok:expr, $out:expr, [$($k:literal),+]) => {{
+        let mut t0 = 0;
+        $(
+            while t0 + $k <= $n_tok {
+                let cols: [&[u8]; $k] =
+                    std::array::from_fn(|k| &$acts[(t0 + k) * $act_bytes..][..$act_bytes]);
+                // SAFETY: features checked; `vec_dot_tile` checked every row's and
+                // activation's length, and `out` holds `n_rows · n_tok` values.
+                unsafe {
+                    $kernel::rows_multi::<$k>(
+                        $kind, $w_rows, $n_rows, cols, $nb, &mut $out[t0..], $n_tok,
+                    )
+                };
+                t0 += $k;
+            }
+        )+
+        t0
+    }};
+}
+
 /// The AVX-512 row kernels for groups of 8, 4 and 2 activation rows from the first (on CPUs
 /// without them, the AVX2 ones of [`avx2_rows_multi`]), when this CPU and type have them;
 /// returns how many activation rows were done.
@@ -320,40 +346,25 @@ fn rows_multi_simd(
     out: &mut [f32],
 ) -> usize {
     let n_rows = w_rows.len() / row_bytes;
-    let mut t0 = 0;
     if !avx512_rows::available() {
         return avx2_rows_multi(w, w_rows, n_rows, acts, act_bytes, nb, n_tok, out);
     }
     let Some(kind) = avx512_rows::Kind::of(w) else {
         return 0;
     };
-    macro_rules! groups_of {
-        ($k:literal) => {
-            while t0 + $k <= n_tok {
-                let cols: [&[u8]; $k] =
-                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
-                // SAFETY: features checked; `vec_dot_tile` checked every row's and
-                // activation's length, and `out` holds `n_rows · n_tok` values.
-                unsafe {
-                    avx512_rows::rows_multi::<$k>(
-                        kind,
-                        w_rows,
-                        n_rows,
-                        cols,
-                        nb,
-                        &mut out[t0..],
-                        n_tok,
-                    )
-                };
-                t0 += $k;
-            }
-        };
-    }
     const _: () = assert!(avx512_rows::MAX_TOKENS == 8);
-    groups_of!(8);
-    groups_of!(4);
-    groups_of!(2);
-    t0
+    token_groups!(
+        avx512_rows,
+        kind,
+        w_rows,
+        n_rows,
+        acts,
+        act_bytes,
+        nb,
+        n_tok,
+        out,
+        [8, 4, 2]
+    )
 }
 
 /// The AVX2 row kernels (`avx2_rows`) for groups of 4, 3 and 2 activation rows from the
@@ -376,34 +387,19 @@ fn avx2_rows_multi(
     if !has_avx2() || n_tok < 2 {
         return 0;
     }
-    let mut t0 = 0;
-    macro_rules! groups_of {
-        ($k:literal) => {
-            while t0 + $k <= n_tok {
-                let cols: [&[u8]; $k] =
-                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
-                // SAFETY: features checked; `vec_dot_tile` checked every row's and
-                // activation's length, and `out` holds `n_rows · n_tok` values.
-                unsafe {
-                    avx2_rows::rows_multi::<$k>(
-                        kind,
-                        w_rows,
-                        n_rows,
-                        cols,
-                        nb,
-                        &mut out[t0..],
-                        n_tok,
-                    )
-                };
-                t0 += $k;
-            }
-        };
-    }
     const _: () = assert!(avx2_rows::MAX_TOKENS == 4);
-    groups_of!(4);
-    groups_of!(3);
-    groups_of!(2);
-    t0
+    token_groups!(
+        avx2_rows,
+        kind,
+        w_rows,
+        n_rows,
+        acts,
+        act_bytes,
+        nb,
+        n_tok,
+        out,
+        [4, 3, 2]
+    )
 }
 
 /// Runs a SIMD row kernel for activation row `t`, if this CPU and type have one, writing
