@@ -24,22 +24,35 @@ unsafe fn with_q8_0(
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
     // Even and odd blocks in separate accumulators, added at the end: the float order of
-    // the one-row kernel (`avx2_legacy::with_q8_0`), so both give the same bits.
-    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
-    for i in 0..nb {
-        let bw = px.add(i * size);
-        let dw = f16x8_at(bw);
-        let q = quants(bw);
-        let q_abs = _mm256_sign_epi8(q, q);
-        for k in 0..COLS {
-            let ba = py[k].add(i * 34);
-            let d = _mm256_mul_ps(dw, f16x8_at(ba));
-            let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
-            let p = dot(q_abs, _mm256_sign_epi8(qy, q));
-            acc[k][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k][i & 1]);
-        }
+    // the one-row kernel (`avx2_legacy::with_q8_0`), so both give the same bits. Named
+    // accumulator sets rather than `acc[k][i & 1]`, which kept them in memory.
+    macro_rules! block {
+        ($i:expr, $acc:ident) => {{
+            let i = $i;
+            let bw = px.add(i * size);
+            let dw = f16x8_at(bw);
+            let q = quants(bw);
+            let q_abs = _mm256_sign_epi8(q, q);
+            for (k, acc) in $acc.iter_mut().enumerate() {
+                let ba = py[k].add(i * 34);
+                let d = _mm256_mul_ps(dw, f16x8_at(ba));
+                let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
+                let p = dot(q_abs, _mm256_sign_epi8(qy, q));
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), *acc);
+            }
+        }};
     }
-    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); COLS], [_mm256_setzero_ps(); COLS]);
+    let mut i = 0;
+    while i + 2 <= nb {
+        block!(i, acc0);
+        block!(i + 1, acc1);
+        i += 2;
+    }
+    if i < nb {
+        block!(i, acc0);
+    }
+    std::array::from_fn(|k| hsum_ps(_mm256_add_ps(acc0[k], acc1[k])))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -47,29 +60,42 @@ pub(super) unsafe fn q4_1_q8_1(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     let px = x.as_ptr();
     let py = ys.map(|y| y.as_ptr());
     // Even and odd blocks in separate accumulators, as the one-row kernel
-    // (`avx2_legacy::q4_1_q8_1`) sums them, so a token gets the same bits either way.
-    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
-    let mut mins = [[_mm256_setzero_ps(); 2]; COLS];
-    for i in 0..nb {
-        let bw = px.add(i * 20);
-        let dw = f16x8_at(bw);
-        let mw = f16x8_at(bw.add(2));
-        let q = nibbles_32(bw.add(4));
-        for k in 0..COLS {
-            let ba = py[k].add(i * 36);
-            let d = _mm256_mul_ps(dw, f16x8_at(ba));
-            mins[k][i & 1] = _mm256_fmadd_ps(mw, f16x8_at(ba.add(2)), mins[k][i & 1]);
-            let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
-            let p = dot_u8_i8(q, qy);
-            acc[k][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[k][i & 1]);
-        }
+    // (`avx2_legacy::q4_1_q8_1`) sums them, so a token gets the same bits either way (named
+    // sets, kept in registers, as in `with_q8_0`).
+    macro_rules! block {
+        ($i:expr, $acc:ident, $mins:ident) => {{
+            let i = $i;
+            let bw = px.add(i * 20);
+            let dw = f16x8_at(bw);
+            let mw = f16x8_at(bw.add(2));
+            let q = nibbles_32(bw.add(4));
+            for k in 0..COLS {
+                let ba = py[k].add(i * 36);
+                let d = _mm256_mul_ps(dw, f16x8_at(ba));
+                $mins[k] = _mm256_fmadd_ps(mw, f16x8_at(ba.add(2)), $mins[k]);
+                let qy = _mm256_loadu_si256(ba.add(4) as *const __m256i);
+                let p = dot_u8_i8(q, qy);
+                $acc[k] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), $acc[k]);
+            }
+        }};
+    }
+    let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); COLS], [_mm256_setzero_ps(); COLS]);
+    let (mut min0, mut min1) = ([_mm256_setzero_ps(); COLS], [_mm256_setzero_ps(); COLS]);
+    let mut i = 0;
+    while i + 2 <= nb {
+        block!(i, acc0, min0);
+        block!(i + 1, acc1, min1);
+        i += 2;
+    }
+    if i < nb {
+        block!(i, acc0, min0);
     }
     let mut out = [0f32; COLS];
     for k in 0..COLS {
         // Every lane of a min accumulator holds the same sum: take one.
-        let m = _mm256_add_ps(mins[k][0], mins[k][1]);
+        let m = _mm256_add_ps(min0[k], min1[k]);
         out[k] =
-            hsum_ps(_mm256_add_ps(acc[k][0], acc[k][1])) + _mm_cvtss_f32(_mm256_castps256_ps128(m));
+            hsum_ps(_mm256_add_ps(acc0[k], acc1[k])) + _mm_cvtss_f32(_mm256_castps256_ps128(m));
     }
     out
 }
@@ -150,40 +176,6 @@ pub(super) unsafe fn q6_k_q8_k(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; 
     sum
 }
 
-/// Weight rows per call of the row kernels (token generation: 4 rows against 1 activation).
-pub(super) const ROWS: usize = 4;
-
-/// Shared loop for 4 weight rows against one Q8_0 activation row: the activation block and
-/// its scale are loaded once per 4 rows, and the 4 independent accumulators hide the FMA
-/// latency. Per row the arithmetic is that of `with_q8_0` above (same bits per row).
-#[inline(always)]
-unsafe fn rows_q8_0(
-    xs: [&[u8]; ROWS],
-    y: &[u8],
-    nb: usize,
-    size: usize,
-    quants: impl Fn(*const u8) -> __m256i,
-    dot: impl Fn(__m256i, __m256i) -> __m256i,
-) -> [f32; ROWS] {
-    let px = xs.map(|x| x.as_ptr());
-    let py = y.as_ptr();
-    // Even and odd blocks accumulated apart, as in the one-row kernel (same bits per row).
-    let mut acc = [[_mm256_setzero_ps(); 2]; ROWS];
-    for i in 0..nb {
-        let ba = py.add(i * 34);
-        let da = f16x8_at(ba);
-        let qy = _mm256_loadu_si256(ba.add(2) as *const __m256i);
-        for r in 0..ROWS {
-            let bw = px[r].add(i * size);
-            let d = _mm256_mul_ps(f16x8_at(bw), da);
-            let q = quants(bw);
-            let p = dot(_mm256_sign_epi8(q, q), _mm256_sign_epi8(qy, q));
-            acc[r][i & 1] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][i & 1]);
-        }
-    }
-    acc.map(|[a0, a1]| hsum_ps(_mm256_add_ps(a0, a1)))
-}
-
 /// Signed weight bytes of a Q8_0 block.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -206,10 +198,10 @@ unsafe fn q5_0_quants(b: *const u8) -> __m256i {
     _mm256_or_si256(nibbles_32(b.add(6)), clear)
 }
 
-/// The four kernels of a type dotted with Q8_0 activations: 1 row × 4 activations and 4 rows
-/// × 1 activation, each with the plain AVX2 and the AVX-VNNI byte dot (same bits).
+/// The two kernels of a type dotted with 4 Q8_0 activations: with the plain AVX2 and with the
+/// AVX-VNNI byte dot (same bits).
 macro_rules! q8_0_kernels {
-    ($size:expr, $quants:ident => $multi:ident, $multi_vnni:ident, $rows:ident, $rows_vnni:ident) => {
+    ($size:expr, $quants:ident => $multi:ident, $multi_vnni:ident) => {
         #[target_feature(enable = "avx2,fma,f16c")]
         pub(super) unsafe fn $multi(x: &[u8], ys: [&[u8]; COLS], nb: usize) -> [f32; COLS] {
             with_q8_0(x, ys, nb, $size, |b| $quants(b), |u, s| dot_u8_i8(u, s))
@@ -226,26 +218,9 @@ macro_rules! q8_0_kernels {
                 |u, s| dot_u8_i8_vnni(u, s),
             )
         }
-
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub(super) unsafe fn $rows(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-            rows_q8_0(xs, y, nb, $size, |b| $quants(b), |u, s| dot_u8_i8(u, s))
-        }
-
-        #[target_feature(enable = "avx2,fma,f16c")]
-        pub(super) unsafe fn $rows_vnni(xs: [&[u8]; ROWS], y: &[u8], nb: usize) -> [f32; ROWS] {
-            rows_q8_0(
-                xs,
-                y,
-                nb,
-                $size,
-                |b| $quants(b),
-                |u, s| dot_u8_i8_vnni(u, s),
-            )
-        }
     };
 }
 
-q8_0_kernels!(34, q8_0_quants => q8_0_q8_0, q8_0_q8_0_vnni, rows_q8_0_q8_0, rows_q8_0_q8_0_vnni);
-q8_0_kernels!(18, q4_0_quants => q4_0_q8_0, q4_0_q8_0_vnni, rows_q4_0_q8_0, rows_q4_0_q8_0_vnni);
-q8_0_kernels!(22, q5_0_quants => q5_0_q8_0, q5_0_q8_0_vnni, rows_q5_0_q8_0, rows_q5_0_q8_0_vnni);
+q8_0_kernels!(34, q8_0_quants => q8_0_q8_0, q8_0_q8_0_vnni);
+q8_0_kernels!(18, q4_0_quants => q4_0_q8_0, q4_0_q8_0_vnni);
+q8_0_kernels!(22, q5_0_quants => q5_0_q8_0, q5_0_q8_0_vnni);

@@ -313,7 +313,7 @@ macro_rules! token_groups {
      $nb:expr, $n_tok:expr, $out:expr, [$($k:literal),+]) => {{
         let mut t0 = 0;
         $(
-            while t0 + $k <= $n_tok {
+            while $n_tok - t0 >= $k {
                 let cols: [&[u8]; $k] =
                     std::array::from_fn(|k| &$acts[(t0 + k) * $act_bytes..][..$act_bytes]);
                 // SAFETY: features checked; `vec_dot_tile` checked every row's and
@@ -384,7 +384,7 @@ fn avx2_rows_multi(
     let Some(kind) = avx2_rows::Kind::of(w) else {
         return 0;
     };
-    if !has_avx2() || n_tok < 2 {
+    if !has_avx2() {
         return 0;
     }
     const _: () = assert!(avx2_rows::MAX_TOKENS == 4);
@@ -398,13 +398,14 @@ fn avx2_rows_multi(
         nb,
         n_tok,
         out,
-        [4, 3, 2]
+        [4, 3, 2, 1]
     )
 }
 
 /// Runs a SIMD row kernel for activation row `t`, if this CPU and type have one, writing
 /// `out[r * n_tok + t]`; returns how many rows it filled: all of them with the AVX-512 row
-/// kernels (`avx512_rows`), else as many whole groups of 4 rows as there are (AVX2).
+/// kernels (`avx512_rows`), as many whole groups of 4 rows as there are with wasm simd128.
+/// (On AVX2 without AVX-512, `avx2_rows` has already taken every token.)
 #[allow(unused_variables, clippy::too_many_arguments)]
 fn rows_simd(
     w: GgmlType,
@@ -427,23 +428,6 @@ fn rows_simd(
             return n_rows;
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        use GgmlType::*;
-        let vnni = has_avx_vnni();
-        let f = match (w, vnni) {
-            (Q8_0, false) => avx2_multi::rows_q8_0_q8_0,
-            (Q8_0, true) => avx2_multi::rows_q8_0_q8_0_vnni,
-            (Q4_0, false) => avx2_multi::rows_q4_0_q8_0,
-            (Q4_0, true) => avx2_multi::rows_q4_0_q8_0_vnni,
-            (Q5_0, false) => avx2_multi::rows_q5_0_q8_0,
-            (Q5_0, true) => avx2_multi::rows_q5_0_q8_0_vnni,
-            _ => return 0,
-        };
-        // SAFETY: features checked; `vec_dot_tile` checked every row's and the activation's
-        // length.
-        return unsafe { row_groups(f, w_rows, row_bytes, act, nb, n_tok, t, out) };
-    }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     if let Some(f) = wasm_util::rows_kernel(w) {
         // SAFETY: simd128 is on in this build; lengths checked as above.
@@ -453,10 +437,7 @@ fn rows_simd(
 }
 
 /// An `R`-row kernel: `R` weight rows dotted with one activation row of `nb` blocks.
-#[cfg(any(
-    target_arch = "x86_64",
-    all(target_arch = "wasm32", target_feature = "simd128")
-))]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 type RowGroupFn<const R: usize> = unsafe fn([&[u8]; R], &[u8], usize) -> [f32; R];
 
 /// Runs an `R`-row kernel `f` on activation row `t` over as many whole groups of `R` rows of
@@ -465,10 +446,7 @@ type RowGroupFn<const R: usize> = unsafe fn([&[u8]; R], &[u8], usize) -> [f32; R
 /// # Safety
 /// `f`'s target features must be present, and every row and `act` must have the lengths `f`
 /// reads for `nb` blocks.
-#[cfg(any(
-    target_arch = "x86_64",
-    all(target_arch = "wasm32", target_feature = "simd128")
-))]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[allow(clippy::too_many_arguments)]
 unsafe fn row_groups<const R: usize>(
     f: RowGroupFn<R>,

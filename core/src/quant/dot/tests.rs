@@ -305,8 +305,12 @@ fn quantize_activation_uses_the_vec_dot_type() {
 #[test]
 fn vec_dot_tile_equals_multi_and_rows() {
     let mut rng = Rng(777);
-    for ty in TYPES {
-        let n = 512;
+    // 544 elements: an odd number of 32-element blocks (the kernels pair blocks).
+    for (ty, n) in TYPES
+        .into_iter()
+        .flat_map(|ty| [(ty, 512), (ty, 544)])
+        .filter(|&(ty, n)| n % ty.block_size() == 0)
+    {
         for (n_rows, n_tok) in [(1usize, 1usize), (3, 1), (9, 1), (2, 5), (5, 8), (4, 3)] {
             let w: Vec<u8> = (0..n_rows)
                 .flat_map(|_| random_row(ty, n, &mut rng))
