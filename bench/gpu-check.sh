@@ -4,7 +4,7 @@
 #   1. lists the devices (`weft devices`: CUDA devices, then wgpu adapters);
 #   2. `weft parity`: every weight type's products (decode and batched) against the CPU's;
 #   3. for each model: greedy decode, 32 steps, on cpu, cuda and wgpu (the token ids must equal
-#      the CPU's), then `weft bench` prompt and decode speed on cuda and wgpu, with the share of
+#      the CPU's; cuda also with WEFT_CUDA_GRAPHS=0, which must give its own ids), then `weft bench` prompt and decode speed on cuda and wgpu, with the share of
 #      the memory-bandwidth roofline (a decode step reads every weight once: bandwidth / bytes).
 # The models are written here by `weft synth` (random weights at SmolLM2-135M, Qwen2.5-0.5B and
 # Qwen2.5-7B shapes, in each of SYNTH_TYPES), one at a time into a temporary folder and deleted
@@ -79,6 +79,12 @@ check() { # model -> greedy ids vs the CPU's, then speed (weft bench -p 512 -n 1
     if [[ "$got" == "$cpu" ]]; then r=same; else r="DIFFERENT: $got (cpu: $cpu)"; fail=1; fi
     printf '  greedy 32 steps %-5s vs cpu: %s\n' "$b" "$r"
   done
+  # Decode steps replay CUDA graphs from the second step of a shape on; without graphs every
+  # kernel is launched from the host. Both split attention alike, so the ids must be equal.
+  got=$(WEFT_CUDA_GRAPHS=0 greedy "$m" cuda "${DEV[@]}")
+  cuda=$(greedy "$m" cuda "${DEV[@]}")
+  if [[ "$got" == "$cuda" && "$got" != ERROR* ]]; then r=same; else r="DIFFERENT: $got (graphs: $cuda)"; fail=1; fi
+  printf '  greedy 32 steps cuda without graphs vs with: %s\n' "$r"
   printf '  %-5s %12s %12s %8s\n' backend "prompt t/s" "decode t/s" "of BW"
   for b in cuda wgpu; do
     if ! json=$("$WEFT" bench --model "$m" --backend "$b" "${DEV[@]}" -r 2 --json 2>&1); then

@@ -14,6 +14,7 @@
 //!   was written without a GPU (docs/cuda.md).
 
 pub mod devices;
+pub mod graphs;
 pub mod kernels;
 pub mod launch;
 

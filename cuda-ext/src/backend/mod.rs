@@ -18,6 +18,7 @@ use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
 
 use crate::devices::CudaDevice;
+use crate::graphs::{GraphCache, Plan, ShapeKey};
 
 /// Opens the CUDA backend on `device`.
 pub fn open(device: &CudaDevice) -> Result<Box<dyn Backend>> {
@@ -50,12 +51,49 @@ struct DevCache {
 /// The CUDA backend on one device.
 pub struct CudaBackend {
     device: CudaDevice,
-    _ctx: Arc<CudaContext>,
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     weights: Vec<DevWeight>,
     caches: Vec<DevCache>,
     gelu_table: CudaSlice<f32>,
+    /// Decode steps captured as CUDA graphs (crate::graphs).
+    graphs: GraphCache<replay::Captured>,
+    graphs_on: bool,
+}
+
+/// A step's per-row inputs on the device.
+pub(super) struct StepInputs {
+    pub tokens: CudaSlice<u32>,
+    pub positions: CudaSlice<u32>,
+    pub seqs: CudaSlice<u32>,
+}
+
+impl StepInputs {
+    fn upload(s: &Arc<CudaStream>, batch: &StepBatch) -> Result<Self> {
+        let up = |v: &[u32]| s.clone_htod(v).map_err(err("uploading"));
+        Ok(StepInputs {
+            tokens: up(batch.tokens)?,
+            positions: up(batch.positions)?,
+            seqs: up(batch.seqs)?,
+        })
+    }
+}
+
+/// The device buffers of a step's results: values per node and ids of top-k nodes (`None`
+/// before a node runs and after its last reader).
+pub(super) struct Results {
+    pub vals: Vec<Option<CudaSlice<f32>>>,
+    pub ids: Vec<Option<CudaSlice<u32>>>,
+}
+
+impl Results {
+    fn empty(n: usize) -> Self {
+        Results {
+            vals: vec![None; n],
+            ids: vec![None; n],
+        }
+    }
 }
 
 /// The kernel family each kernel is taken from (the quantizers are in every family; the
@@ -69,6 +107,7 @@ fn family_of(kernel: &str) -> &'static str {
         "rope_f32" => "rope",
         "kv_store" => "kv",
         "attention_f32" | "attention_combine" => "attention",
+        "encoder_attention_f32" | "pool_rows_f32" => "encoder",
         "softmax_f32" | "top_k_f32" => "softmax",
         "embed_rows" => "embed",
         _ => "elementwise",
@@ -135,7 +174,12 @@ impl CudaBackend {
     /// Creates a context on `device` and compiles (or loads from cache) every kernel family.
     pub fn new(device: &CudaDevice) -> Result<Self> {
         let ctx = CudaContext::new(device.index).map_err(err("creating a context"))?;
-        let stream = ctx.default_stream();
+        // SAFETY: the backend issues all its work on one stream, so cudarc's per-buffer events
+        // (ordering between streams) are not needed; without them nothing waits on an event
+        // recorded outside a graph capture.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of our own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(err("creating a stream"))?;
         let arch = device.arch();
         let mut functions = HashMap::new();
         for (name, src) in crate::kernels::SOURCES {
@@ -160,12 +204,14 @@ impl CudaBackend {
         let gelu_table = stream.clone_htod(&table).map_err(err("uploading"))?;
         Ok(CudaBackend {
             device: device.clone(),
-            _ctx: ctx,
+            ctx,
             stream,
             functions,
             weights: Vec::new(),
             caches: Vec::new(),
             gelu_table,
+            graphs: GraphCache::new(crate::graphs::CAPACITY),
+            graphs_on: crate::graphs::enabled(),
         })
     }
 
@@ -293,26 +339,102 @@ impl Backend for CudaBackend {
 
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
         graph.check_batch(batch)?;
-        let s = self.stream.clone();
-        let tokens = s.clone_htod(batch.tokens).map_err(err("uploading"))?;
-        let positions = s.clone_htod(batch.positions).map_err(err("uploading"))?;
-        let seqs = s.clone_htod(batch.seqs).map_err(err("uploading"))?;
+        // Host-side checks of the step's data, which a replayed graph would not make.
+        self.check_step(graph, batch)?;
+        let key_bound = crate::graphs::step_key_bound(batch.positions);
+        let capturable =
+            crate::graphs::capturable(graph, self.graphs_on, self.ctx.has_async_alloc()).is_ok();
+        let plan = if capturable {
+            let key = ShapeKey {
+                rows: graph.n_tokens,
+                key_bound,
+            };
+            self.graphs.plan(key, graph)
+        } else {
+            Plan::Direct
+        };
+        match plan {
+            Plan::Replay(i) => self.replay(i, graph, batch),
+            Plan::Capture(i) => match self.capture(graph, batch, key_bound) {
+                Ok(c) => {
+                    self.graphs.store(i, c);
+                    self.replay(i, graph, batch)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "weft-cuda: a step of {} rows was not captured as a CUDA graph ({e}); it runs kernel by kernel",
+                        graph.n_tokens
+                    );
+                    self.graphs.fail(i);
+                    self.run_direct(graph, batch, key_bound)
+                }
+            },
+            Plan::Direct => self.run_direct(graph, batch, key_bound),
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Uploads the step's inputs and launches its kernels one by one.
+    fn run_direct(
+        &self,
+        graph: &Graph,
+        batch: &StepBatch,
+        key_bound: u32,
+    ) -> Result<Vec<Readback>> {
+        let inputs = StepInputs::upload(&self.stream, batch)?;
+        let select = self.upload_selections(graph)?;
+        let mut res = Results::empty(graph.nodes.len());
+        self.launch_nodes(graph, batch, &inputs, &select, key_bound, &mut res)?;
+        read_outputs(&self.stream, graph, &res)
+    }
+
+    /// Row lists of the graph's `SelectRows` nodes on the device, by node.
+    fn upload_selections(&self, graph: &Graph) -> Result<Vec<Option<CudaSlice<u32>>>> {
+        graph
+            .nodes
+            .iter()
+            .map(|n| match &n.op {
+                weft_core::backend::Op::SelectRows { rows, .. } => self
+                    .stream
+                    .clone_htod(rows)
+                    .map(Some)
+                    .map_err(err("uploading")),
+                _ => Ok(None),
+            })
+            .collect()
+    }
+
+    /// Launches every node of `graph` in order. Buffers already in `res` (a graph's outputs,
+    /// allocated before a capture) are written in place; the others are allocated here and
+    /// freed after their last reader, so inside a capture they become the graph's own memory.
+    fn launch_nodes(
+        &self,
+        graph: &Graph,
+        batch: &StepBatch,
+        inputs: &StepInputs,
+        select: &[Option<CudaSlice<u32>>],
+        key_bound: u32,
+        res: &mut Results,
+    ) -> Result<()> {
         let last = graph.last_uses();
-        let mut bufs: Vec<Option<CudaSlice<f32>>> = vec![None; graph.nodes.len()];
-        let mut ids: Vec<Option<CudaSlice<u32>>> = vec![None; graph.nodes.len()];
         for (i, node) in graph.nodes.iter().enumerate() {
-            let out = self.alloc(node.rows * node.cols)?;
+            let out = match res.vals[i].take() {
+                Some(b) => b,
+                None => self.alloc(node.rows * node.cols)?,
+            };
+            let ids = res.ids[i].take();
             let step = ops::Step {
                 graph,
                 batch,
-                tokens: &tokens,
-                positions: &positions,
-                seqs: &seqs,
-                bufs: &bufs,
+                inputs,
+                select,
+                key_bound,
+                bufs: &res.vals,
             };
-            let (out, topk) = self.run_node(&step, i, out)?;
-            bufs[i] = Some(out);
-            ids[i] = topk;
+            let (out, topk) = self.run_node(&step, i, out, ids)?;
+            res.vals[i] = Some(out);
+            res.ids[i] = topk;
             // Release inputs (and an unread result) after their last reader.
             for t in node
                 .op
@@ -321,28 +443,32 @@ impl Backend for CudaBackend {
                 .chain([weft_core::backend::TensorId(i as u32)])
             {
                 if last[t.0 as usize] == i {
-                    bufs[t.0 as usize] = None;
-                    ids[t.0 as usize] = None;
+                    res.vals[t.0 as usize] = None;
+                    res.ids[t.0 as usize] = None;
                 }
             }
         }
-        let mut out = Vec::new();
-        for &t in &graph.outputs {
-            let shape = graph.output_shape(t);
-            let vals = match &bufs[t.0 as usize] {
-                Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-                None => Vec::new(),
-            };
-            let idv = match &ids[t.0 as usize] {
-                Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-                None => Vec::new(),
-            };
-            let mut vals = vals;
-            vals.truncate(shape.values());
-            out.push(shape.assemble(vals, idv));
-        }
-        Ok(out)
+        Ok(())
     }
+}
+
+/// The graph's outputs, read back in the order it marked them.
+fn read_outputs(s: &Arc<CudaStream>, graph: &Graph, res: &Results) -> Result<Vec<Readback>> {
+    let mut out = Vec::new();
+    for &t in &graph.outputs {
+        let shape = graph.output_shape(t);
+        let mut vals = match &res.vals[t.0 as usize] {
+            Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
+            None => Vec::new(),
+        };
+        let idv = match &res.ids[t.0 as usize] {
+            Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
+            None => Vec::new(),
+        };
+        vals.truncate(shape.values());
+        out.push(shape.assemble(vals, idv));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -401,4 +527,6 @@ mod tests {
 }
 
 // After the launch! macro: macros by example are visible only below their definition.
+mod checks;
 mod ops;
+mod replay;
