@@ -20,6 +20,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("attention", include_str!("../kernels/attention.cu")),
     ("softmax", include_str!("../kernels/softmax.cu")),
     ("embed", include_str!("../kernels/embed.cu")),
+    ("encoder", include_str!("../kernels/encoder.cu")),
 ];
 
 /// The full text NVRTC compiles for a family's source.

@@ -85,9 +85,62 @@ pub fn split_k(n_keys: u32, heads: u32, sms: u32, min_chunk: u32) -> (u32, u32) 
     (n_keys.div_ceil(chunk.max(1)).max(1), chunk.max(1))
 }
 
+/// Threads per block of `encoder_attention_f32`.
+pub const ENCODER_THREADS: u32 = 128;
+
+/// Shared memory a block may use without opting in to more (every architecture we compile for).
+const SHARED_LIMIT: usize = 48 * 1024;
+
+/// Launch shape of `encoder_attention_f32` over spans of `(len, valid)` rows with heads of
+/// `head_dim`: grid `(n_head, longest span, spans)` and the dynamic shared memory, which holds
+/// the query and one score per valid key. Errors when a span is too long for one block.
+pub fn encoder_attention(
+    n_head: usize,
+    spans: &[(u32, u32)],
+    head_dim: usize,
+) -> Result<((u32, u32, u32), u32), String> {
+    let longest = spans.iter().map(|s| s.0).max().unwrap_or(0);
+    let most_valid = spans.iter().map(|s| s.1).max().unwrap_or(0) as usize;
+    let shared = (head_dim + most_valid) * 4;
+    if shared > SHARED_LIMIT {
+        return Err(format!(
+            "a sequence of {most_valid} tokens is longer than the CUDA encoder attention holds ({})",
+            SHARED_LIMIT / 4 - head_dim
+        ));
+    }
+    if longest as u64 > MAX_GRID || spans.len() as u64 > MAX_GRID {
+        return Err(format!(
+            "{} sequences, the longest of {longest} rows, exceed the CUDA grid",
+            spans.len()
+        ));
+    }
+    Ok((
+        (n_head as u32, longest.max(1), spans.len().max(1) as u32),
+        shared as u32,
+    ))
+}
+
+/// Grid of `pool_rows_f32`: blocks of `block` columns by spans.
+pub fn pool_grid(cols: usize, spans: usize, block: u32) -> (u32, u32, u32) {
+    ((cols as u32).div_ceil(block).max(1), spans.max(1) as u32, 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoder_launches() {
+        // MiniLM: 12 heads of 32, two sequences of 7 (5 valid) and 12 rows.
+        let (grid, shared) = encoder_attention(12, &[(7, 5), (12, 12)], 32).unwrap();
+        assert_eq!(grid, (12, 12, 2));
+        assert_eq!(shared, (32 + 12) * 4);
+        // 512 positions fit; a 16k-token sequence does not fit one block's scores.
+        assert!(encoder_attention(12, &[(512, 512)], 64).is_ok());
+        assert!(encoder_attention(12, &[(16_384, 16_384)], 64).is_err());
+        assert_eq!(pool_grid(384, 3, 256), (2, 3, 1));
+        assert_eq!(pool_grid(256, 1, 256), (1, 1, 1));
+    }
 
     /// The host's tile sizes are the kernels' (a mismatch would leave tokens uncomputed).
     #[test]

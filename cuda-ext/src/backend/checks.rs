@@ -2,7 +2,7 @@
 //! and the caches. The launching code makes them as it goes; a replayed CUDA graph launches
 //! nothing from the host, so [`CudaBackend::check_step`] makes them all before each step.
 
-use weft_core::backend::{BackendError, Graph, Op, Result, StepBatch};
+use weft_core::backend::{BackendError, Graph, Op, Result, RowIndex, StepBatch};
 
 use super::CudaBackend;
 use crate::launch as grid;
@@ -18,6 +18,17 @@ impl CudaBackend {
                     return Err(BackendError::InvalidStep(
                         "a token id is outside the vocabulary".into(),
                     ));
+                }
+                Op::EmbedRows {
+                    table,
+                    by: RowIndex::Positions,
+                } => {
+                    if let Some(p) = batch.positions.iter().find(|&&p| p as usize >= table.rows) {
+                        return Err(BackendError::InvalidStep(format!(
+                            "position {p} is past the model's {} learned positions",
+                            table.rows
+                        )));
+                    }
                 }
                 Op::KvStore { kv, layer, .. } => self.check_kv_rows(batch, kv.0, *layer)?,
                 Op::Attention { kv, layer, .. } => {

@@ -383,23 +383,34 @@ impl CudaBackend {
         key_bound: u32,
     ) -> Result<Vec<Readback>> {
         let inputs = StepInputs::upload(&self.stream, batch)?;
-        let select = self.upload_selections(graph)?;
+        let tables = self.upload_tables(graph)?;
         let mut res = Results::empty(graph.nodes.len());
-        self.launch_nodes(graph, batch, &inputs, &select, key_bound, &mut res)?;
+        self.launch_nodes(graph, batch, &inputs, &tables, key_bound, &mut res)?;
         read_outputs(&self.stream, graph, &res)
     }
 
-    /// Row lists of the graph's `SelectRows` nodes on the device, by node.
-    fn upload_selections(&self, graph: &Graph) -> Result<Vec<Option<CudaSlice<u32>>>> {
+    /// The tables the graph's ops carry, on the device, by node: `SelectRows` row lists and
+    /// the (start, len, valid) spans of encoder ops.
+    fn upload_tables(&self, graph: &Graph) -> Result<Vec<Option<CudaSlice<u32>>>> {
+        use weft_core::backend::Op;
+        let up = |v: &[u32]| {
+            self.stream
+                .clone_htod(v)
+                .map(Some)
+                .map_err(err("uploading"))
+        };
         graph
             .nodes
             .iter()
             .map(|n| match &n.op {
-                weft_core::backend::Op::SelectRows { rows, .. } => self
-                    .stream
-                    .clone_htod(rows)
-                    .map(Some)
-                    .map_err(err("uploading")),
+                Op::SelectRows { rows, .. } => up(rows),
+                Op::EncoderAttention { spans, .. } | Op::Pool { spans, .. } => {
+                    let flat: Vec<u32> = spans
+                        .iter()
+                        .flat_map(|s| [s.start, s.len, s.valid])
+                        .collect();
+                    up(&flat)
+                }
                 _ => Ok(None),
             })
             .collect()
@@ -413,7 +424,7 @@ impl CudaBackend {
         graph: &Graph,
         batch: &StepBatch,
         inputs: &StepInputs,
-        select: &[Option<CudaSlice<u32>>],
+        tables: &[Option<CudaSlice<u32>>],
         key_bound: u32,
         res: &mut Results,
     ) -> Result<()> {
@@ -428,7 +439,7 @@ impl CudaBackend {
                 graph,
                 batch,
                 inputs,
-                select,
+                tables,
                 key_bound,
                 bufs: &res.vals,
             };
@@ -499,6 +510,8 @@ mod tests {
             "softmax_f32",
             "top_k_f32",
             "embed_rows",
+            "encoder_attention_f32",
+            "pool_rows_f32",
         ]
         .iter()
         .map(|s| s.to_string())

@@ -2,7 +2,9 @@
 //! each kernel follows).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use weft_core::backend::{BackendError, Graph, KvDtype, Op, Result, RowIndex, StepBatch, TensorId};
+use weft_core::backend::{
+    BackendError, Graph, KvDtype, Op, PoolMode, Result, RowIndex, StepBatch, TensorId,
+};
 
 use super::{activation_format, cfg, err, product_suffix, CudaBackend, StepInputs};
 use crate::launch as grid;
@@ -12,9 +14,9 @@ pub(super) struct Step<'a> {
     pub graph: &'a Graph,
     pub batch: &'a StepBatch<'a>,
     pub inputs: &'a StepInputs,
-    /// Row lists of `SelectRows` nodes, by node (uploaded before the step, never during a
-    /// graph capture).
-    pub select: &'a [Option<CudaSlice<u32>>],
+    /// Tables carried by ops (`SelectRows` rows, encoder spans), by node: uploaded before the
+    /// step, never during a graph capture.
+    pub tables: &'a [Option<CudaSlice<u32>>],
     /// Keys per query the attention launches are sized for (crate::graphs::key_bucket).
     pub key_bound: u32,
     pub bufs: &'a [Option<CudaSlice<f32>>],
@@ -26,6 +28,13 @@ impl Step<'_> {
             .get(t.0 as usize)
             .and_then(|b| b.as_ref())
             .ok_or_else(|| BackendError::InvalidStep(format!("tensor {} is not computed", t.0)))
+    }
+
+    fn table(&self, node: usize) -> Result<&CudaSlice<u32>> {
+        self.tables
+            .get(node)
+            .and_then(|b| b.as_ref())
+            .ok_or_else(|| BackendError::InvalidStep(format!("node {node}: table not uploaded")))
     }
 }
 
@@ -114,8 +123,34 @@ impl CudaBackend {
                 let pairs = (cols / head_dim) * (n_rot / 2);
                 let c = cfg((rows32, 1, 1), row_block(pairs.max(cols.min(256))), 0);
                 match freq_factors {
-                    Some(ff) => launch!(s, f, c, st.input(*x)?, &out, &st.inputs.positions, &cols32, &hd, &nr, &step, &nx, self.vector(ff)?)?,
-                    None => launch!(s, f, c, st.input(*x)?, &out, &st.inputs.positions, &cols32, &hd, &nr, &step, &nx, &NULL)?,
+                    Some(ff) => launch!(
+                        s,
+                        f,
+                        c,
+                        st.input(*x)?,
+                        &out,
+                        &st.inputs.positions,
+                        &cols32,
+                        &hd,
+                        &nr,
+                        &step,
+                        &nx,
+                        self.vector(ff)?
+                    )?,
+                    None => launch!(
+                        s,
+                        f,
+                        c,
+                        st.input(*x)?,
+                        &out,
+                        &st.inputs.positions,
+                        &cols32,
+                        &hd,
+                        &nr,
+                        &step,
+                        &nx,
+                        &NULL
+                    )?,
                 }
             }
             Op::KvStore { kv, layer, k, v } => self.kv_store(st, kv.0, *layer, *k, *v, rows)?,
@@ -128,13 +163,26 @@ impl CudaBackend {
                 ..
             } => self.attention(st, st.input(*q)?, kv.0, *layer, *n_head, *scale, rows, &out)?,
             Op::Add { a, b } | Op::Mul { a, b } => {
-                let name = if matches!(node.op, Op::Add { .. }) { "add_f32" } else { "mul_f32" };
+                let name = if matches!(node.op, Op::Add { .. }) {
+                    "add_f32"
+                } else {
+                    "mul_f32"
+                };
                 let f = self.f(name)?;
                 launch!(s, f, ew, st.input(*a)?, st.input(*b)?, &out, &n)?;
             }
             Op::GeGlu { gate, up } => {
                 let f = self.f("geglu_f32")?;
-                launch!(s, f, ew, st.input(*gate)?, st.input(*up)?, &self.gelu_table, &out, &n)?;
+                launch!(
+                    s,
+                    f,
+                    ew,
+                    st.input(*gate)?,
+                    st.input(*up)?,
+                    &self.gelu_table,
+                    &out,
+                    &n
+                )?;
             }
             Op::SwiGlu { gate, up } => {
                 let f = self.f("swiglu_f32")?;
@@ -153,19 +201,28 @@ impl CudaBackend {
                 launch!(s, f, ew, st.input(*x)?, &self.gelu_table, &out, &n)?;
             }
             Op::GeluErf { x } | Op::Silu { x } => {
-                let name = if matches!(node.op, Op::Silu { .. }) { "silu_f32" } else { "gelu_erf_f32" };
+                let name = if matches!(node.op, Op::Silu { .. }) {
+                    "silu_f32"
+                } else {
+                    "gelu_erf_f32"
+                };
                 let f = self.f(name)?;
                 launch!(s, f, ew, st.input(*x)?, &out, &n)?;
             }
             Op::Softmax { x } => {
                 let f = self.f("softmax_f32")?;
-                launch!(s, f, cfg((rows32, 1, 1), 256, 0), st.input(*x)?, &out, &cols32)?;
+                launch!(
+                    s,
+                    f,
+                    cfg((rows32, 1, 1), 256, 0),
+                    st.input(*x)?,
+                    &out,
+                    &cols32
+                )?;
             }
             Op::SelectRows { x, .. } => {
                 let f = self.f("select_rows_f32")?;
-                let ids = st.select.get(i).and_then(|b| b.as_ref()).ok_or_else(|| {
-                    BackendError::InvalidStep(format!("node {i}: rows not uploaded"))
-                })?;
+                let ids = st.table(i)?;
                 let c = cfg((cols32.div_ceil(256), rows32, 1), 256, 0);
                 launch!(s, f, c, st.input(*x)?, ids, &out, &cols32)?;
             }
@@ -174,16 +231,69 @@ impl CudaBackend {
                 let in_cols = st.graph.shape(*x).1 as u32;
                 let ids = match ids {
                     Some(b) => b,
-                    None => s.alloc_zeros::<u32>((rows * k).max(1)).map_err(err("allocating"))?,
+                    None => s
+                        .alloc_zeros::<u32>((rows * k).max(1))
+                        .map_err(err("allocating"))?,
                 };
                 let k32 = *k as u32;
-                launch!(s, f, cfg((rows32, 1, 1), 256, 0), st.input(*x)?, &ids, &out, &in_cols, &k32)?;
+                launch!(
+                    s,
+                    f,
+                    cfg((rows32, 1, 1), 256, 0),
+                    st.input(*x)?,
+                    &ids,
+                    &out,
+                    &in_cols,
+                    &k32
+                )?;
                 return Ok((out, Some(ids)));
             }
-            Op::EncoderAttention { .. } | Op::Pool { .. } => {
-                return Err(BackendError::Unsupported(
-                    "the CUDA backend has no encoder kernels yet (embedding models); use --backend wgpu or cpu".into(),
-                ))
+            Op::EncoderAttention {
+                q,
+                k,
+                v,
+                n_head,
+                n_head_kv,
+                head_dim,
+                scale,
+                spans,
+            } => {
+                if *n_head_kv == 0 || !n_head.is_multiple_of(*n_head_kv) {
+                    return Err(BackendError::InvalidStep(format!(
+                        "{n_head} query heads over {n_head_kv} key/value heads"
+                    )));
+                }
+                let lens: Vec<(u32, u32)> = spans.iter().map(|s| (s.len, s.valid)).collect();
+                let (grid3, shared) = grid::encoder_attention(*n_head, &lens, *head_dim)
+                    .map_err(BackendError::InvalidStep)?;
+                let f = self.f("encoder_attention_f32")?;
+                let c = cfg(grid3, grid::ENCODER_THREADS, shared);
+                let (nh, nk, hd) = (*n_head as u32, *n_head_kv as u32, *head_dim as u32);
+                let (qb, kb, vb) = (st.input(*q)?, st.input(*k)?, st.input(*v)?);
+                launch!(
+                    s,
+                    f,
+                    c,
+                    qb,
+                    kb,
+                    vb,
+                    &out,
+                    st.table(i)?,
+                    &nh,
+                    &nk,
+                    &hd,
+                    scale
+                )?;
+            }
+            Op::Pool { x, spans, mode } => {
+                let f = self.f("pool_rows_f32")?;
+                let m: i32 = match mode {
+                    PoolMode::Mean => 0,
+                    PoolMode::First => 1,
+                    PoolMode::Last => 2,
+                };
+                let c = cfg(grid::pool_grid(cols, spans.len(), 256), 256, 0);
+                launch!(s, f, c, st.input(*x)?, &out, st.table(i)?, &cols32, &m)?;
             }
         }
         Ok((out, None))

@@ -22,7 +22,7 @@ pub(super) struct Captured {
     graph: CudaGraph,
     inputs: StepInputs,
     /// Read by the graph's `SelectRows` launches: kept alive as long as the graph.
-    _select: Vec<Option<CudaSlice<u32>>>,
+    _tables: Vec<Option<CudaSlice<u32>>>,
     outputs: Results,
 }
 
@@ -43,7 +43,7 @@ impl CudaBackend {
     ) -> Result<Captured> {
         let s = &self.stream;
         let inputs = StepInputs::upload(s, batch)?;
-        let select = self.upload_selections(graph)?;
+        let tables = self.upload_tables(graph)?;
         let mut res = Results::empty(graph.nodes.len());
         for &t in &graph.outputs {
             let (i, node) = (t.0 as usize, &graph.nodes[t.0 as usize]);
@@ -59,7 +59,7 @@ impl CudaBackend {
         // break nor join this capture.
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(err("beginning a graph capture"))?;
-        let launched = self.launch_nodes(graph, batch, &inputs, &select, key_bound, &mut res);
+        let launched = self.launch_nodes(graph, batch, &inputs, &tables, key_bound, &mut res);
         // The capture is ended whatever happened, so the stream takes direct launches again.
         let ended = s.end_capture(CUgraphInstantiate_flags(0));
         launched?;
@@ -69,7 +69,7 @@ impl CudaBackend {
         Ok(Captured {
             graph: cuda_graph,
             inputs,
-            _select: select,
+            _tables: tables,
             outputs: res,
         })
     }
