@@ -51,6 +51,44 @@ pub fn use_gemm(tokens: usize) -> bool {
     tokens >= 4
 }
 
+/// Weight rows and tokens per block of the tiled products (`TILE_ROWS`, `TILE_TOKS` in
+/// kernels/matvec.cu), and the block's threads (`TILE_THREADS`).
+pub const TILE_ROWS: usize = 32;
+pub const TILE_TOKS: usize = 32;
+pub const TILE_THREADS: u32 = 128;
+
+/// Which product kernel a step of `tokens` activation rows takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductForm {
+    /// `matvec_*`: one pass over the weights per token.
+    Matvec,
+    /// `matmul_*`: each weight unit dotted with 8 tokens held in registers.
+    Batched,
+    /// `matmul_tiled_*`: weight and activation tiles in shared memory (quantized weights).
+    Tiled,
+}
+
+/// The product form for `tokens` rows; `quantized`: the weights are a block-quantized type
+/// (the tiled kernels exist only for those: float weights stay on the batched form).
+pub fn product_form(tokens: usize, quantized: bool) -> ProductForm {
+    if !use_gemm(tokens) {
+        ProductForm::Matvec
+    } else if quantized && tokens >= TILE_TOKS {
+        // From one full token tile on: below it, the batched form wastes no tile rows.
+        ProductForm::Tiled
+    } else {
+        ProductForm::Batched
+    }
+}
+
+/// Grid of a tiled product: (row tiles, token tiles).
+pub fn tiled_grid(rows: usize, tokens: usize) -> (u32, u32) {
+    (
+        rows.div_ceil(TILE_ROWS) as u32,
+        tokens.div_ceil(TILE_TOKS) as u32,
+    )
+}
+
 /// The positions a query at `pos` attends: `(first, count)`, keys `first..=pos`, no further
 /// back than `window` when the layer has one. The cache holds `capacity` positions; a sliding
 /// layer's cache is a ring buffer (position `p` in slot `p % capacity`), so the window must fit.
@@ -148,6 +186,28 @@ mod tests {
         let src = crate::kernels::source("matvec").unwrap();
         assert!(src.contains(&format!("#define TOKS {GEMM_TILE_TOKENS}\n")));
         assert!(src.contains(&format!("#define ROWS_PER_BLOCK {MATVEC_ROWS_PER_BLOCK}\n")));
+        assert!(src.contains(&format!("#define TILE_ROWS {TILE_ROWS}\n")));
+        assert!(src.contains(&format!("#define TILE_TOKS {TILE_TOKS}\n")));
+        assert!(src.contains(&format!("#define TILE_THREADS {TILE_THREADS}\n")));
+    }
+
+    #[test]
+    fn product_forms_and_tiles() {
+        use ProductForm::*;
+        assert_eq!(product_form(1, true), Matvec);
+        assert_eq!(product_form(3, true), Matvec);
+        assert_eq!(product_form(4, true), Batched);
+        assert_eq!(product_form(31, true), Batched);
+        assert_eq!(product_form(32, true), Tiled);
+        assert_eq!(product_form(512, true), Tiled);
+        assert_eq!(product_form(512, false), Batched);
+        // 896 rows × 77 tokens: 28 row tiles, 3 token tiles (the last one partly used).
+        assert_eq!(tiled_grid(896, 77), (28, 3));
+        let (gx, gy) = tiled_grid(151_936, 512);
+        assert!(gx as usize * TILE_ROWS >= 151_936 && gy as usize * TILE_TOKS >= 512);
+        // Each thread owns one row and a whole number of tokens of the tile.
+        assert_eq!((TILE_ROWS * TILE_TOKS) % TILE_THREADS as usize, 0);
+        assert_eq!(TILE_THREADS as usize % TILE_ROWS, 0);
     }
 
     #[test]

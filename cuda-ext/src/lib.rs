@@ -11,8 +11,7 @@
 //!   ([`kernels::SOURCES`]), compiled at run time by NVRTC for the device's architecture and
 //!   cached per device by architecture and source hash ([`nvrtc`]).
 //! - [`CudaBackend`] runs a step graph op by op with those kernels, decode steps as CUDA graphs
-//!   ([`graphs`]). It has never been run: it
-//!   was written without a GPU (docs/cuda.md).
+//!   ([`graphs`]). It has never been run: it was written without a GPU (docs/cuda.md).
 
 pub mod devices;
 pub mod graphs;

@@ -525,6 +525,8 @@ mod tests {
             names.push(format!("matmul_{sfx}"));
             if let Some((q, _, _)) = activation_format(ty) {
                 names.push(q.to_string());
+                // Quantized activations: the tiled prompt products exist too.
+                names.push(format!("matmul_tiled_{sfx}"));
             }
         }
         for n in names {

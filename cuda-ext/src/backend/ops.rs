@@ -371,19 +371,28 @@ impl CudaBackend {
             None => None,
         };
         let (gx, gy) = grid::gemm_grid(w.rows, tokens);
-        if grid::use_gemm(tokens) {
-            let f = self.f(&format!("matmul_{suffix}"))?;
-            let c = cfg((gx, gy, 1), 128, 0);
-            match &quantized {
-                Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t),
-                None => launch!(s, f, c, &dw.data, x, out, &rows, &cols, &t),
+        match (grid::product_form(tokens, quantized.is_some()), &quantized) {
+            (grid::ProductForm::Tiled, Some(q)) => {
+                let f = self.f(&format!("matmul_tiled_{suffix}"))?;
+                let (tx, ty) = grid::tiled_grid(w.rows, tokens);
+                let c = cfg((tx, ty, 1), grid::TILE_THREADS, 0);
+                launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t)
             }
-        } else {
-            let f = self.f(&format!("matvec_{suffix}"))?;
-            let c = cfg((gx, t, 1), 128, 0);
-            match &quantized {
-                Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols),
-                None => launch!(s, f, c, &dw.data, x, out, &rows, &cols),
+            (grid::ProductForm::Matvec, _) => {
+                let f = self.f(&format!("matvec_{suffix}"))?;
+                let c = cfg((gx, t, 1), 128, 0);
+                match &quantized {
+                    Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols),
+                    None => launch!(s, f, c, &dw.data, x, out, &rows, &cols),
+                }
+            }
+            _ => {
+                let f = self.f(&format!("matmul_{suffix}"))?;
+                let c = cfg((gx, gy, 1), 128, 0);
+                match &quantized {
+                    Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t),
+                    None => launch!(s, f, c, &dw.data, x, out, &rows, &cols, &t),
+                }
             }
         }
     }
