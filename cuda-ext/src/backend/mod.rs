@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use weft_core::backend::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, Readback, Result, StepBatch,
-    Weight,
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, PendingStep, Readback, Result,
+    StepBatch, Weight,
 };
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
@@ -60,6 +60,8 @@ pub struct CudaBackend {
     /// Decode steps captured as CUDA graphs (crate::graphs).
     graphs: GraphCache<replay::Captured>,
     graphs_on: bool,
+    /// Page-locked host buffers the outputs of submitted steps are copied into.
+    pinned: readback::PinnedPool,
 }
 
 /// A step's per-row inputs on the device.
@@ -212,6 +214,7 @@ impl CudaBackend {
             gelu_table,
             graphs: GraphCache::new(crate::graphs::CAPACITY),
             graphs_on: crate::graphs::enabled(),
+            pinned: readback::PinnedPool::default(),
         })
     }
 
@@ -338,6 +341,40 @@ impl Backend for CudaBackend {
     }
 
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
+        let launched = self.launch_step(graph, batch)?;
+        let s = self.stream.clone();
+        readback::read_outputs(&s, graph, self.results(&launched)?)
+    }
+
+    /// Enqueues the step and copies of its outputs into pinned host memory, and returns at
+    /// once: the scheduler prepares the next step while the GPU runs this one. Waiting blocks
+    /// on the copies' event (natively nothing polls a CUDA stream for us).
+    fn submit(&mut self, graph: &Graph, batch: &StepBatch) -> Result<PendingStep> {
+        let launched = self.launch_step(graph, batch)?;
+        let s = self.stream.clone();
+        let pool = self.pinned.clone();
+        let reads = readback::enqueue_reads(&s, &pool, graph, self.results(&launched)?)?;
+        // A direct step's buffers are freed here, on the stream, after the copies were
+        // enqueued; a graph's outputs are overwritten only by a later replay on this stream.
+        drop(launched);
+        Ok(PendingStep::later(Box::pin(async move {
+            readback::finish_reads(reads, &pool)
+        })))
+    }
+}
+
+/// Where a step's outputs are once its launches are enqueued.
+enum Launched {
+    /// Launched kernel by kernel: the step's own output buffers.
+    Direct(Results),
+    /// A replay of captured graph `i`: the outputs are the graph's.
+    Graph(usize),
+}
+
+impl CudaBackend {
+    /// Checks the step, then enqueues it: replaying a captured graph, capturing one, or
+    /// launching kernel by kernel (crate::graphs decides).
+    fn launch_step(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Launched> {
         graph.check_batch(batch)?;
         // Host-side checks of the step's data, which a replayed graph would not make.
         self.check_step(graph, batch)?;
@@ -353,12 +390,17 @@ impl Backend for CudaBackend {
         } else {
             Plan::Direct
         };
-        match plan {
-            Plan::Replay(i) => self.replay(i, graph, batch),
+        let i = match plan {
+            Plan::Direct => {
+                return self
+                    .run_direct(graph, batch, key_bound)
+                    .map(Launched::Direct)
+            }
+            Plan::Replay(i) => i,
             Plan::Capture(i) => match self.capture(graph, batch, key_bound) {
                 Ok(c) => {
                     self.graphs.store(i, c);
-                    self.replay(i, graph, batch)
+                    i
                 }
                 Err(e) => {
                     eprintln!(
@@ -366,27 +408,32 @@ impl Backend for CudaBackend {
                         graph.n_tokens
                     );
                     self.graphs.fail(i);
-                    self.run_direct(graph, batch, key_bound)
+                    return self
+                        .run_direct(graph, batch, key_bound)
+                        .map(Launched::Direct);
                 }
             },
-            Plan::Direct => self.run_direct(graph, batch, key_bound),
+        };
+        self.replay(i, batch)?;
+        Ok(Launched::Graph(i))
+    }
+
+    fn results<'a>(&'a mut self, launched: &'a Launched) -> Result<&'a Results> {
+        match launched {
+            Launched::Direct(r) => Ok(r),
+            Launched::Graph(i) => self.captured_outputs(*i),
         }
     }
 }
 
 impl CudaBackend {
     /// Uploads the step's inputs and launches its kernels one by one.
-    fn run_direct(
-        &self,
-        graph: &Graph,
-        batch: &StepBatch,
-        key_bound: u32,
-    ) -> Result<Vec<Readback>> {
+    fn run_direct(&self, graph: &Graph, batch: &StepBatch, key_bound: u32) -> Result<Results> {
         let inputs = StepInputs::upload(&self.stream, batch)?;
         let tables = self.upload_tables(graph)?;
         let mut res = Results::empty(graph.nodes.len());
         self.launch_nodes(graph, batch, &inputs, &tables, key_bound, &mut res)?;
-        read_outputs(&self.stream, graph, &res)
+        Ok(res)
     }
 
     /// The tables the graph's ops carry, on the device, by node: `SelectRows` row lists and
@@ -463,25 +510,6 @@ impl CudaBackend {
     }
 }
 
-/// The graph's outputs, read back in the order it marked them.
-fn read_outputs(s: &Arc<CudaStream>, graph: &Graph, res: &Results) -> Result<Vec<Readback>> {
-    let mut out = Vec::new();
-    for &t in &graph.outputs {
-        let shape = graph.output_shape(t);
-        let mut vals = match &res.vals[t.0 as usize] {
-            Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-            None => Vec::new(),
-        };
-        let idv = match &res.ids[t.0 as usize] {
-            Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-            None => Vec::new(),
-        };
-        vals.truncate(shape.values());
-        out.push(shape.assemble(vals, idv));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,4 +572,5 @@ mod tests {
 // After the launch! macro: macros by example are visible only below their definition.
 mod checks;
 mod ops;
+mod readback;
 mod replay;

@@ -13,9 +13,9 @@
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaGraph, CudaSlice};
-use weft_core::backend::{BackendError, Graph, Op, Readback, Result, StepBatch};
+use weft_core::backend::{BackendError, Graph, Op, Result, StepBatch};
 
-use super::{err, read_outputs, CudaBackend, Results, StepInputs};
+use super::{err, CudaBackend, Results, StepInputs};
 
 /// A captured step with the buffers its launches point at.
 pub(super) struct Captured {
@@ -74,13 +74,8 @@ impl CudaBackend {
         })
     }
 
-    /// Runs captured graph `i` for `batch` and reads back the outputs.
-    pub(super) fn replay(
-        &mut self,
-        i: usize,
-        graph: &Graph,
-        batch: &StepBatch,
-    ) -> Result<Vec<Readback>> {
+    /// Launches captured graph `i` with `batch`'s inputs.
+    pub(super) fn replay(&mut self, i: usize, batch: &StepBatch) -> Result<()> {
         let s = self.stream.clone();
         let c = self
             .graphs
@@ -93,7 +88,14 @@ impl CudaBackend {
             .map_err(err(up))?;
         s.memcpy_htod(batch.seqs, &mut c.inputs.seqs)
             .map_err(err(up))?;
-        c.graph.launch().map_err(err("launching a CUDA graph"))?;
-        read_outputs(&s, graph, &c.outputs)
+        c.graph.launch().map_err(err("launching a CUDA graph"))
+    }
+
+    /// The output buffers of captured graph `i`.
+    pub(super) fn captured_outputs(&mut self, i: usize) -> Result<&Results> {
+        self.graphs
+            .get_mut(i)
+            .map(|c| &c.outputs)
+            .ok_or_else(|| BackendError::InvalidStep(format!("no captured graph {i}")))
     }
 }
