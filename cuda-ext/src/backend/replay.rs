@@ -60,6 +60,15 @@ impl CudaBackend {
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(err("beginning a graph capture"))?;
         let launched = self.launch_nodes(graph, batch, &inputs, &tables, key_bound, &mut res);
+        if launched.is_err() {
+            // Intermediates allocated inside the capture are freed inside it too: the capture's
+            // addresses mean nothing once it is abandoned.
+            let outputs: Vec<usize> = graph.outputs.iter().map(|t| t.0 as usize).collect();
+            for i in (0..res.vals.len()).filter(|i| !outputs.contains(i)) {
+                res.vals[i] = None;
+                res.ids[i] = None;
+            }
+        }
         // The capture is ended whatever happened, so the stream takes direct launches again.
         let ended = s.end_capture(CUgraphInstantiate_flags(0));
         launched?;
