@@ -4,12 +4,12 @@
 #   1. lists the devices (`weft devices`: CUDA devices, then wgpu adapters);
 #   2. `weft parity`: every weight type's products (decode and batched) against the CPU's;
 #   3. for each model: greedy decode, 32 steps, on cpu, cuda and wgpu (the token ids must equal
-#      the CPU's), then `weft bench` prompt and decode speed on cuda and wgpu, with the share of
+#      the CPU's; cuda also with WEFT_CUDA_GRAPHS=0, which must give its own ids), then `weft bench` prompt and decode speed on cuda and wgpu, with the share of
 #      the memory-bandwidth roofline (a decode step reads every weight once: bandwidth / bytes).
 # The models are written here by `weft synth` (random weights at SmolLM2-135M, Qwen2.5-0.5B and
 # Qwen2.5-7B shapes, in each of SYNTH_TYPES), one at a time into a temporary folder and deleted
 # after their checks, so the disk needs room for one (7B: 8 GB at q8_0, 15 GB at f16); then any
-# GGUF files in WEFT_MODELS_DIR.
+# GGUF files in WEFT_MODELS_DIR, then its embedding model folders (CUDA's vectors vs the CPU's).
 # Usage: bench/gpu-check.sh [WEFT_BINARY] (default: ./weft, then target/release/weft)
 # Environment: WEFT_MODELS_DIR (more GGUF files; default models/), SYNTH_SIZES (default
 # "smollm2 qwen0.5b 7b"; empty for none), SYNTH_TYPES (default "q8_0 q4_k f16"), SYNTH_DIR
@@ -79,6 +79,12 @@ check() { # model -> greedy ids vs the CPU's, then speed (weft bench -p 512 -n 1
     if [[ "$got" == "$cpu" ]]; then r=same; else r="DIFFERENT: $got (cpu: $cpu)"; fail=1; fi
     printf '  greedy 32 steps %-5s vs cpu: %s\n' "$b" "$r"
   done
+  # Decode steps replay CUDA graphs from the second step of a shape on; without graphs every
+  # kernel is launched from the host. Both split attention alike, so the ids must be equal.
+  got=$(WEFT_CUDA_GRAPHS=0 greedy "$m" cuda "${DEV[@]}")
+  cuda=$(greedy "$m" cuda "${DEV[@]}")
+  if [[ "$got" == "$cuda" && "$got" != ERROR* ]]; then r=same; else r="DIFFERENT: $got (graphs: $cuda)"; fail=1; fi
+  printf '  greedy 32 steps cuda without graphs vs with: %s\n' "$r"
   printf '  %-5s %12s %12s %8s\n' backend "prompt t/s" "decode t/s" "of BW"
   for b in cuda wgpu; do
     if ! json=$("$WEFT" bench --model "$m" --backend "$b" "${DEV[@]}" -r 2 --json 2>&1); then
@@ -118,5 +124,34 @@ done
 shopt -s nullglob
 for m in "$MODELS"/*.gguf; do
   check "$m"
+done
+
+# Embedding models (Hugging Face folders in WEFT_MODELS_DIR, such as all-MiniLM-L6-v2): the
+# CUDA encoder's vectors against the CPU's. The products and attention sum in another order, so
+# the vectors agree to a cosine similarity, not bit for bit.
+for m in "$MODELS"/*/; do
+  [[ -f "$m/config.json" ]] || continue
+  echo "== embeddings $(basename "$m")"
+  texts=("The history of the printing press begins" "Weft runs models on the GPU." "a")
+  for b in cpu cuda; do
+    if ! out=$("$WEFT" embed --model "$m" --backend "$b" "${DEV[@]}" --json "${texts[@]}" 2>&1); then
+      echo "  $b: ERROR: $(tail -1 <<<"$out")"; fail=1; continue 2
+    fi
+    printf '%s' "$out" >"$XDG_RUNTIME_DIR/embed-$b.json"
+  done
+  python3 - "$XDG_RUNTIME_DIR/embed-cpu.json" "$XDG_RUNTIME_DIR/embed-cuda.json" <<'PY' || fail=1
+import json, math, sys
+load = lambda p: json.loads(open(p).read().strip().splitlines()[-1])["embeddings"]
+a, b = load(sys.argv[1]), load(sys.argv[2])
+worst = 1.0
+for x, y in zip(a, b):
+    dot = sum(p * q for p, q in zip(x, y))
+    cos = dot / (math.sqrt(sum(p * p for p in x)) * math.sqrt(sum(q * q for q in y)))
+    worst = min(worst, cos)
+diff = max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x, y))
+ok = len(a) == len(b) and worst > 0.9999
+print(f"  cuda vs cpu: lowest cosine {worst:.7f}, largest difference {diff:.2e}: {'ok' if ok else 'DIFFERENT'}")
+sys.exit(0 if ok else 1)
+PY
 done
 exit $fail

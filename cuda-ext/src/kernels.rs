@@ -20,6 +20,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("attention", include_str!("../kernels/attention.cu")),
     ("softmax", include_str!("../kernels/softmax.cu")),
     ("embed", include_str!("../kernels/embed.cu")),
+    ("encoder", include_str!("../kernels/encoder.cu")),
 ];
 
 /// The full text NVRTC compiles for a family's source.
@@ -50,8 +51,8 @@ pub fn entry_points(source: &str) -> Vec<&str> {
 }
 
 /// Every kernel a family's program exports: its own entry points, those a `PRODUCTS(NAME, T)`
-/// line generates (`matvec_NAME`, `matmul_NAME`), and the activation quantizers of
-/// `quant.cuh` (in every program).
+/// line generates (`matvec_NAME`, `matmul_NAME`) and a `TILED(NAME, T)` line
+/// (`matmul_tiled_NAME`), and the activation quantizers of `quant.cuh` (in every program).
 pub fn all_entry_points(source: &str) -> Vec<String> {
     let mut out: Vec<String> = entry_points(source)
         .into_iter()
@@ -63,6 +64,10 @@ pub fn all_entry_points(source: &str) -> Vec<String> {
             let name = rest.split(',').next().unwrap_or("").trim();
             out.push(format!("matvec_{name}"));
             out.push(format!("matmul_{name}"));
+        }
+        if let Some(rest) = line.strip_prefix("TILED(") {
+            let name = rest.split(',').next().unwrap_or("").trim();
+            out.push(format!("matmul_tiled_{name}"));
         }
     }
     out
@@ -77,7 +82,13 @@ mod tests {
         let s = "extern \"C\" __global__ void a(int x) {}\nextern \"C\" __global__ void b_2(float* y) {}";
         assert_eq!(entry_points(s), vec!["a", "b_2"]);
         let all = all_entry_points(source("matvec").unwrap());
-        for k in ["matvec_q4_k", "matmul_q6_k", "matvec_bf16", "quantize_q8_1"] {
+        for k in [
+            "matvec_q4_k",
+            "matmul_q6_k",
+            "matvec_bf16",
+            "quantize_q8_1",
+            "matmul_tiled_q5_1",
+        ] {
             assert!(all.iter().any(|n| n == k), "{k}");
         }
         for (name, src) in SOURCES {

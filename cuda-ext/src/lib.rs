@@ -10,10 +10,11 @@
 //! - Kernels are CUDA C sources in `cuda-ext/kernels/`, one file per kernel family
 //!   ([`kernels::SOURCES`]), compiled at run time by NVRTC for the device's architecture and
 //!   cached per device by architecture and source hash ([`nvrtc`]).
-//! - [`CudaBackend`] runs a step graph op by op with those kernels. It has never been run: it
-//!   was written without a GPU (docs/cuda.md).
+//! - [`CudaBackend`] runs a step graph op by op with those kernels, decode steps as CUDA graphs
+//!   ([`graphs`]). It has never been run: it was written without a GPU (docs/cuda.md).
 
 pub mod devices;
+pub mod graphs;
 pub mod kernels;
 pub mod launch;
 

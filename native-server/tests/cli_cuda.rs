@@ -105,6 +105,6 @@ fn parity_harness_runs_on_the_cpu() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rows: Vec<&str> = text.lines().skip(1).collect();
-    assert_eq!(rows.len(), 22, "{text}");
+    assert_eq!(rows.len(), 33, "{text}");
     assert!(rows.iter().all(|r| r.ends_with("yes")), "{text}");
 }

@@ -11,13 +11,14 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use weft_core::backend::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, Readback, Result, StepBatch,
-    Weight,
+    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, PendingStep, Readback, Result,
+    StepBatch, Weight,
 };
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
 
 use crate::devices::CudaDevice;
+use crate::graphs::{GraphCache, Plan, ShapeKey};
 
 /// Opens the CUDA backend on `device`.
 pub fn open(device: &CudaDevice) -> Result<Box<dyn Backend>> {
@@ -50,12 +51,51 @@ struct DevCache {
 /// The CUDA backend on one device.
 pub struct CudaBackend {
     device: CudaDevice,
-    _ctx: Arc<CudaContext>,
+    ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     weights: Vec<DevWeight>,
     caches: Vec<DevCache>,
     gelu_table: CudaSlice<f32>,
+    /// Decode steps captured as CUDA graphs (crate::graphs).
+    graphs: GraphCache<replay::Captured>,
+    graphs_on: bool,
+    /// Page-locked host buffers the outputs of submitted steps are copied into.
+    pinned: readback::PinnedPool,
+}
+
+/// A step's per-row inputs on the device.
+pub(super) struct StepInputs {
+    pub tokens: CudaSlice<u32>,
+    pub positions: CudaSlice<u32>,
+    pub seqs: CudaSlice<u32>,
+}
+
+impl StepInputs {
+    fn upload(s: &Arc<CudaStream>, batch: &StepBatch) -> Result<Self> {
+        let up = |v: &[u32]| s.clone_htod(v).map_err(err("uploading"));
+        Ok(StepInputs {
+            tokens: up(batch.tokens)?,
+            positions: up(batch.positions)?,
+            seqs: up(batch.seqs)?,
+        })
+    }
+}
+
+/// The device buffers of a step's results: values per node and ids of top-k nodes (`None`
+/// before a node runs and after its last reader).
+pub(super) struct Results {
+    pub vals: Vec<Option<CudaSlice<f32>>>,
+    pub ids: Vec<Option<CudaSlice<u32>>>,
+}
+
+impl Results {
+    fn empty(n: usize) -> Self {
+        Results {
+            vals: vec![None; n],
+            ids: vec![None; n],
+        }
+    }
 }
 
 /// The kernel family each kernel is taken from (the quantizers are in every family; the
@@ -69,6 +109,7 @@ fn family_of(kernel: &str) -> &'static str {
         "rope_f32" => "rope",
         "kv_store" => "kv",
         "attention_f32" | "attention_combine" => "attention",
+        "encoder_attention_f32" | "pool_rows_f32" => "encoder",
         "softmax_f32" | "top_k_f32" => "softmax",
         "embed_rows" => "embed",
         _ => "elementwise",
@@ -135,7 +176,12 @@ impl CudaBackend {
     /// Creates a context on `device` and compiles (or loads from cache) every kernel family.
     pub fn new(device: &CudaDevice) -> Result<Self> {
         let ctx = CudaContext::new(device.index).map_err(err("creating a context"))?;
-        let stream = ctx.default_stream();
+        // SAFETY: the backend issues all its work on one stream, so cudarc's per-buffer events
+        // (ordering between streams) are not needed; without them nothing waits on an event
+        // recorded outside a graph capture.
+        unsafe { ctx.disable_event_tracking() };
+        // A stream of our own: the legacy default stream cannot be captured into a graph.
+        let stream = ctx.new_stream().map_err(err("creating a stream"))?;
         let arch = device.arch();
         let mut functions = HashMap::new();
         for (name, src) in crate::kernels::SOURCES {
@@ -160,12 +206,15 @@ impl CudaBackend {
         let gelu_table = stream.clone_htod(&table).map_err(err("uploading"))?;
         Ok(CudaBackend {
             device: device.clone(),
-            _ctx: ctx,
+            ctx,
             stream,
             functions,
             weights: Vec::new(),
             caches: Vec::new(),
             gelu_table,
+            graphs: GraphCache::new(crate::graphs::CAPACITY),
+            graphs_on: crate::graphs::enabled(),
+            pinned: readback::PinnedPool::default(),
         })
     }
 
@@ -292,27 +341,158 @@ impl Backend for CudaBackend {
     }
 
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
-        graph.check_batch(batch)?;
+        let launched = self.launch_step(graph, batch)?;
         let s = self.stream.clone();
-        let tokens = s.clone_htod(batch.tokens).map_err(err("uploading"))?;
-        let positions = s.clone_htod(batch.positions).map_err(err("uploading"))?;
-        let seqs = s.clone_htod(batch.seqs).map_err(err("uploading"))?;
+        readback::read_outputs(&s, graph, self.results(&launched)?)
+    }
+
+    /// Enqueues the step and copies of its outputs into pinned host memory, and returns at
+    /// once: the scheduler prepares the next step while the GPU runs this one. Waiting blocks
+    /// on the copies' event (natively nothing polls a CUDA stream for us).
+    fn submit(&mut self, graph: &Graph, batch: &StepBatch) -> Result<PendingStep> {
+        let launched = self.launch_step(graph, batch)?;
+        let s = self.stream.clone();
+        let pool = self.pinned.clone();
+        let reads = readback::enqueue_reads(&s, &pool, graph, self.results(&launched)?)?;
+        // A direct step's buffers are freed here, on the stream, after the copies were
+        // enqueued; a graph's outputs are overwritten only by a later replay on this stream.
+        drop(launched);
+        Ok(PendingStep::later(Box::pin(async move {
+            readback::finish_reads(reads, &pool)
+        })))
+    }
+}
+
+/// Where a step's outputs are once its launches are enqueued.
+enum Launched {
+    /// Launched kernel by kernel: the step's own output buffers.
+    Direct(Results),
+    /// A replay of captured graph `i`: the outputs are the graph's.
+    Graph(usize),
+}
+
+impl CudaBackend {
+    /// Checks the step, then enqueues it: replaying a captured graph, capturing one, or
+    /// launching kernel by kernel (crate::graphs decides).
+    fn launch_step(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Launched> {
+        graph.check_batch(batch)?;
+        // Host-side checks of the step's data, which a replayed graph would not make.
+        self.check_step(graph, batch)?;
+        let key_bound = crate::graphs::step_key_bound(batch.positions);
+        let capturable =
+            crate::graphs::capturable(graph, self.graphs_on, self.ctx.has_async_alloc()).is_ok();
+        let plan = if capturable {
+            let key = ShapeKey {
+                rows: graph.n_tokens,
+                key_bound,
+            };
+            self.graphs.plan(key, graph)
+        } else {
+            Plan::Direct
+        };
+        let i = match plan {
+            Plan::Direct => {
+                return self
+                    .run_direct(graph, batch, key_bound)
+                    .map(Launched::Direct)
+            }
+            Plan::Replay(i) => i,
+            Plan::Capture(i) => match self.capture(graph, batch, key_bound) {
+                Ok(c) => {
+                    self.graphs.store(i, c);
+                    i
+                }
+                Err(e) => {
+                    eprintln!(
+                        "weft-cuda: a step of {} rows was not captured as a CUDA graph ({e}); it runs kernel by kernel",
+                        graph.n_tokens
+                    );
+                    self.graphs.fail(i);
+                    return self
+                        .run_direct(graph, batch, key_bound)
+                        .map(Launched::Direct);
+                }
+            },
+        };
+        self.replay(i, batch)?;
+        Ok(Launched::Graph(i))
+    }
+
+    fn results<'a>(&'a mut self, launched: &'a Launched) -> Result<&'a Results> {
+        match launched {
+            Launched::Direct(r) => Ok(r),
+            Launched::Graph(i) => self.captured_outputs(*i),
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Uploads the step's inputs and launches its kernels one by one.
+    fn run_direct(&self, graph: &Graph, batch: &StepBatch, key_bound: u32) -> Result<Results> {
+        let inputs = StepInputs::upload(&self.stream, batch)?;
+        let tables = self.upload_tables(graph)?;
+        let mut res = Results::empty(graph.nodes.len());
+        self.launch_nodes(graph, batch, &inputs, &tables, key_bound, &mut res)?;
+        Ok(res)
+    }
+
+    /// The tables the graph's ops carry, on the device, by node: `SelectRows` row lists and
+    /// the (start, len, valid) spans of encoder ops.
+    fn upload_tables(&self, graph: &Graph) -> Result<Vec<Option<CudaSlice<u32>>>> {
+        use weft_core::backend::Op;
+        let up = |v: &[u32]| {
+            self.stream
+                .clone_htod(v)
+                .map(Some)
+                .map_err(err("uploading"))
+        };
+        graph
+            .nodes
+            .iter()
+            .map(|n| match &n.op {
+                Op::SelectRows { rows, .. } => up(rows),
+                Op::EncoderAttention { spans, .. } | Op::Pool { spans, .. } => {
+                    let flat: Vec<u32> = spans
+                        .iter()
+                        .flat_map(|s| [s.start, s.len, s.valid])
+                        .collect();
+                    up(&flat)
+                }
+                _ => Ok(None),
+            })
+            .collect()
+    }
+
+    /// Launches every node of `graph` in order. Buffers already in `res` (a graph's outputs,
+    /// allocated before a capture) are written in place; the others are allocated here and
+    /// freed after their last reader, so inside a capture they become the graph's own memory.
+    fn launch_nodes(
+        &self,
+        graph: &Graph,
+        batch: &StepBatch,
+        inputs: &StepInputs,
+        tables: &[Option<CudaSlice<u32>>],
+        key_bound: u32,
+        res: &mut Results,
+    ) -> Result<()> {
         let last = graph.last_uses();
-        let mut bufs: Vec<Option<CudaSlice<f32>>> = vec![None; graph.nodes.len()];
-        let mut ids: Vec<Option<CudaSlice<u32>>> = vec![None; graph.nodes.len()];
         for (i, node) in graph.nodes.iter().enumerate() {
-            let out = self.alloc(node.rows * node.cols)?;
+            let out = match res.vals[i].take() {
+                Some(b) => b,
+                None => self.alloc(node.rows * node.cols)?,
+            };
+            let ids = res.ids[i].take();
             let step = ops::Step {
                 graph,
                 batch,
-                tokens: &tokens,
-                positions: &positions,
-                seqs: &seqs,
-                bufs: &bufs,
+                inputs,
+                tables,
+                key_bound,
+                bufs: &res.vals,
             };
-            let (out, topk) = self.run_node(&step, i, out)?;
-            bufs[i] = Some(out);
-            ids[i] = topk;
+            let (out, topk) = self.run_node(&step, i, out, ids)?;
+            res.vals[i] = Some(out);
+            res.ids[i] = topk;
             // Release inputs (and an unread result) after their last reader.
             for t in node
                 .op
@@ -321,27 +501,12 @@ impl Backend for CudaBackend {
                 .chain([weft_core::backend::TensorId(i as u32)])
             {
                 if last[t.0 as usize] == i {
-                    bufs[t.0 as usize] = None;
-                    ids[t.0 as usize] = None;
+                    res.vals[t.0 as usize] = None;
+                    res.ids[t.0 as usize] = None;
                 }
             }
         }
-        let mut out = Vec::new();
-        for &t in &graph.outputs {
-            let shape = graph.output_shape(t);
-            let vals = match &bufs[t.0 as usize] {
-                Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-                None => Vec::new(),
-            };
-            let idv = match &ids[t.0 as usize] {
-                Some(b) => s.clone_dtoh(b).map_err(err("reading back"))?,
-                None => Vec::new(),
-            };
-            let mut vals = vals;
-            vals.truncate(shape.values());
-            out.push(shape.assemble(vals, idv));
-        }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -373,6 +538,8 @@ mod tests {
             "softmax_f32",
             "top_k_f32",
             "embed_rows",
+            "encoder_attention_f32",
+            "pool_rows_f32",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -386,6 +553,8 @@ mod tests {
             names.push(format!("matmul_{sfx}"));
             if let Some((q, _, _)) = activation_format(ty) {
                 names.push(q.to_string());
+                // Quantized activations: the tiled prompt products exist too.
+                names.push(format!("matmul_tiled_{sfx}"));
             }
         }
         for n in names {
@@ -401,4 +570,7 @@ mod tests {
 }
 
 // After the launch! macro: macros by example are visible only below their definition.
+mod checks;
 mod ops;
+mod readback;
+mod replay;

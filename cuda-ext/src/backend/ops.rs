@@ -2,18 +2,23 @@
 //! each kernel follows).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use weft_core::backend::{BackendError, Graph, KvDtype, Op, Result, RowIndex, StepBatch, TensorId};
+use weft_core::backend::{
+    BackendError, Graph, KvDtype, Op, PoolMode, Result, RowIndex, StepBatch, TensorId,
+};
 
-use super::{activation_format, cfg, err, product_suffix, CudaBackend};
+use super::{activation_format, cfg, err, product_suffix, CudaBackend, StepInputs};
 use crate::launch as grid;
 
 /// What a node's kernels read besides the backend's own state.
 pub(super) struct Step<'a> {
     pub graph: &'a Graph,
     pub batch: &'a StepBatch<'a>,
-    pub tokens: &'a CudaSlice<u32>,
-    pub positions: &'a CudaSlice<u32>,
-    pub seqs: &'a CudaSlice<u32>,
+    pub inputs: &'a StepInputs,
+    /// Tables carried by ops (`SelectRows` rows, encoder spans), by node: uploaded before the
+    /// step, never during a graph capture.
+    pub tables: &'a [Option<CudaSlice<u32>>],
+    /// Keys per query the attention launches are sized for (crate::graphs::key_bucket).
+    pub key_bound: u32,
     pub bufs: &'a [Option<CudaSlice<f32>>],
 }
 
@@ -23,6 +28,13 @@ impl Step<'_> {
             .get(t.0 as usize)
             .and_then(|b| b.as_ref())
             .ok_or_else(|| BackendError::InvalidStep(format!("tensor {} is not computed", t.0)))
+    }
+
+    fn table(&self, node: usize) -> Result<&CudaSlice<u32>> {
+        self.tables
+            .get(node)
+            .and_then(|b| b.as_ref())
+            .ok_or_else(|| BackendError::InvalidStep(format!("node {node}: table not uploaded")))
     }
 }
 
@@ -34,12 +46,14 @@ fn row_block(n: usize) -> u32 {
 }
 
 impl CudaBackend {
-    /// Runs node `i` into `out` (rows × cols f32); returns it and, for a top-k, its ids.
+    /// Runs node `i` into `out` (rows × cols f32); returns it and, for a top-k, its ids (in
+    /// `ids` when given).
     pub(super) fn run_node(
         &self,
         st: &Step,
         i: usize,
         out: CudaSlice<f32>,
+        ids: Option<CudaSlice<u32>>,
     ) -> Result<(CudaSlice<f32>, Option<CudaSlice<u32>>)> {
         let s = self.stream.clone();
         let node = &st.graph.nodes[i];
@@ -109,8 +123,34 @@ impl CudaBackend {
                 let pairs = (cols / head_dim) * (n_rot / 2);
                 let c = cfg((rows32, 1, 1), row_block(pairs.max(cols.min(256))), 0);
                 match freq_factors {
-                    Some(ff) => launch!(s, f, c, st.input(*x)?, &out, st.positions, &cols32, &hd, &nr, &step, &nx, self.vector(ff)?)?,
-                    None => launch!(s, f, c, st.input(*x)?, &out, st.positions, &cols32, &hd, &nr, &step, &nx, &NULL)?,
+                    Some(ff) => launch!(
+                        s,
+                        f,
+                        c,
+                        st.input(*x)?,
+                        &out,
+                        &st.inputs.positions,
+                        &cols32,
+                        &hd,
+                        &nr,
+                        &step,
+                        &nx,
+                        self.vector(ff)?
+                    )?,
+                    None => launch!(
+                        s,
+                        f,
+                        c,
+                        st.input(*x)?,
+                        &out,
+                        &st.inputs.positions,
+                        &cols32,
+                        &hd,
+                        &nr,
+                        &step,
+                        &nx,
+                        &NULL
+                    )?,
                 }
             }
             Op::KvStore { kv, layer, k, v } => self.kv_store(st, kv.0, *layer, *k, *v, rows)?,
@@ -123,13 +163,26 @@ impl CudaBackend {
                 ..
             } => self.attention(st, st.input(*q)?, kv.0, *layer, *n_head, *scale, rows, &out)?,
             Op::Add { a, b } | Op::Mul { a, b } => {
-                let name = if matches!(node.op, Op::Add { .. }) { "add_f32" } else { "mul_f32" };
+                let name = if matches!(node.op, Op::Add { .. }) {
+                    "add_f32"
+                } else {
+                    "mul_f32"
+                };
                 let f = self.f(name)?;
                 launch!(s, f, ew, st.input(*a)?, st.input(*b)?, &out, &n)?;
             }
             Op::GeGlu { gate, up } => {
                 let f = self.f("geglu_f32")?;
-                launch!(s, f, ew, st.input(*gate)?, st.input(*up)?, &self.gelu_table, &out, &n)?;
+                launch!(
+                    s,
+                    f,
+                    ew,
+                    st.input(*gate)?,
+                    st.input(*up)?,
+                    &self.gelu_table,
+                    &out,
+                    &n
+                )?;
             }
             Op::SwiGlu { gate, up } => {
                 let f = self.f("swiglu_f32")?;
@@ -148,32 +201,99 @@ impl CudaBackend {
                 launch!(s, f, ew, st.input(*x)?, &self.gelu_table, &out, &n)?;
             }
             Op::GeluErf { x } | Op::Silu { x } => {
-                let name = if matches!(node.op, Op::Silu { .. }) { "silu_f32" } else { "gelu_erf_f32" };
+                let name = if matches!(node.op, Op::Silu { .. }) {
+                    "silu_f32"
+                } else {
+                    "gelu_erf_f32"
+                };
                 let f = self.f(name)?;
                 launch!(s, f, ew, st.input(*x)?, &out, &n)?;
             }
             Op::Softmax { x } => {
                 let f = self.f("softmax_f32")?;
-                launch!(s, f, cfg((rows32, 1, 1), 256, 0), st.input(*x)?, &out, &cols32)?;
+                launch!(
+                    s,
+                    f,
+                    cfg((rows32, 1, 1), 256, 0),
+                    st.input(*x)?,
+                    &out,
+                    &cols32
+                )?;
             }
-            Op::SelectRows { x, rows: pick } => {
+            Op::SelectRows { x, .. } => {
                 let f = self.f("select_rows_f32")?;
-                let ids = s.clone_htod(pick).map_err(err("uploading"))?;
+                let ids = st.table(i)?;
                 let c = cfg((cols32.div_ceil(256), rows32, 1), 256, 0);
-                launch!(s, f, c, st.input(*x)?, &ids, &out, &cols32)?;
+                launch!(s, f, c, st.input(*x)?, ids, &out, &cols32)?;
             }
             Op::TopK { x, k } => {
                 let f = self.f("top_k_f32")?;
                 let in_cols = st.graph.shape(*x).1 as u32;
-                let ids = s.alloc_zeros::<u32>((rows * k).max(1)).map_err(err("allocating"))?;
+                let ids = match ids {
+                    Some(b) => b,
+                    None => s
+                        .alloc_zeros::<u32>((rows * k).max(1))
+                        .map_err(err("allocating"))?,
+                };
                 let k32 = *k as u32;
-                launch!(s, f, cfg((rows32, 1, 1), 256, 0), st.input(*x)?, &ids, &out, &in_cols, &k32)?;
+                launch!(
+                    s,
+                    f,
+                    cfg((rows32, 1, 1), 256, 0),
+                    st.input(*x)?,
+                    &ids,
+                    &out,
+                    &in_cols,
+                    &k32
+                )?;
                 return Ok((out, Some(ids)));
             }
-            Op::EncoderAttention { .. } | Op::Pool { .. } => {
-                return Err(BackendError::Unsupported(
-                    "the CUDA backend has no encoder kernels yet (embedding models); use --backend wgpu or cpu".into(),
-                ))
+            Op::EncoderAttention {
+                q,
+                k,
+                v,
+                n_head,
+                n_head_kv,
+                head_dim,
+                scale,
+                spans,
+            } => {
+                if *n_head_kv == 0 || !n_head.is_multiple_of(*n_head_kv) {
+                    return Err(BackendError::InvalidStep(format!(
+                        "{n_head} query heads over {n_head_kv} key/value heads"
+                    )));
+                }
+                let lens: Vec<(u32, u32)> = spans.iter().map(|s| (s.len, s.valid)).collect();
+                let (grid3, shared) = grid::encoder_attention(*n_head, &lens, *head_dim)
+                    .map_err(BackendError::InvalidStep)?;
+                let f = self.f("encoder_attention_f32")?;
+                let c = cfg(grid3, grid::ENCODER_THREADS, shared);
+                let (nh, nk, hd) = (*n_head as u32, *n_head_kv as u32, *head_dim as u32);
+                let (qb, kb, vb) = (st.input(*q)?, st.input(*k)?, st.input(*v)?);
+                launch!(
+                    s,
+                    f,
+                    c,
+                    qb,
+                    kb,
+                    vb,
+                    &out,
+                    st.table(i)?,
+                    &nh,
+                    &nk,
+                    &hd,
+                    scale
+                )?;
+            }
+            Op::Pool { x, spans, mode } => {
+                let f = self.f("pool_rows_f32")?;
+                let m: i32 = match mode {
+                    PoolMode::Mean => 0,
+                    PoolMode::First => 1,
+                    PoolMode::Last => 2,
+                };
+                let c = cfg(grid::pool_grid(cols, spans.len(), 256), 256, 0);
+                launch!(s, f, c, st.input(*x)?, &out, st.table(i)?, &cols32, &m)?;
             }
         }
         Ok((out, None))
@@ -207,8 +327,8 @@ impl CudaBackend {
             &ty,
             &cols,
             &nrows,
-            st.tokens,
-            st.positions,
+            &st.inputs.tokens,
+            &st.inputs.positions,
             &mode,
             &fixed,
             &scale,
@@ -251,19 +371,28 @@ impl CudaBackend {
             None => None,
         };
         let (gx, gy) = grid::gemm_grid(w.rows, tokens);
-        if grid::use_gemm(tokens) {
-            let f = self.f(&format!("matmul_{suffix}"))?;
-            let c = cfg((gx, gy, 1), 128, 0);
-            match &quantized {
-                Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t),
-                None => launch!(s, f, c, &dw.data, x, out, &rows, &cols, &t),
+        match (grid::product_form(tokens, quantized.is_some()), &quantized) {
+            (grid::ProductForm::Tiled, Some(q)) => {
+                let f = self.f(&format!("matmul_tiled_{suffix}"))?;
+                let (tx, ty) = grid::tiled_grid(w.rows, tokens);
+                let c = cfg((tx, ty, 1), grid::TILE_THREADS, 0);
+                launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t)
             }
-        } else {
-            let f = self.f(&format!("matvec_{suffix}"))?;
-            let c = cfg((gx, t, 1), 128, 0);
-            match &quantized {
-                Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols),
-                None => launch!(s, f, c, &dw.data, x, out, &rows, &cols),
+            (grid::ProductForm::Matvec, _) => {
+                let f = self.f(&format!("matvec_{suffix}"))?;
+                let c = cfg((gx, t, 1), 128, 0);
+                match &quantized {
+                    Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols),
+                    None => launch!(s, f, c, &dw.data, x, out, &rows, &cols),
+                }
+            }
+            _ => {
+                let f = self.f(&format!("matmul_{suffix}"))?;
+                let c = cfg((gx, gy, 1), 128, 0);
+                match &quantized {
+                    Some(q) => launch!(s, f, c, &dw.data, q, out, &rows, &cols, &t),
+                    None => launch!(s, f, c, &dw.data, x, out, &rows, &cols, &t),
+                }
             }
         }
     }
@@ -279,20 +408,7 @@ impl CudaBackend {
     ) -> Result<()> {
         let (cache, l) = self.cache(kv, layer)?;
         let spec = &cache.spec.layers[layer];
-        for (&pos, &seq) in st.batch.positions.iter().zip(st.batch.seqs) {
-            if seq as usize >= cache.spec.n_seq {
-                return Err(BackendError::InvalidStep(format!(
-                    "sequence slot {seq} is outside the cache"
-                )));
-            }
-            if spec.window.is_none() && pos as usize >= spec.capacity {
-                return Err(BackendError::ContextFull {
-                    seq,
-                    pos: pos as usize,
-                    capacity: spec.capacity,
-                });
-            }
-        }
+        self.check_kv_rows(st.batch, kv, layer)?;
         let f = self.f("kv_store")?;
         let wk = (spec.n_kv_head * spec.head_dim_k) as u32;
         let wv = (spec.n_kv_head * spec.head_dim_v) as u32;
@@ -308,8 +424,8 @@ impl CudaBackend {
             st.input(v)?,
             &l.k,
             &l.v,
-            st.positions,
-            st.seqs,
+            &st.inputs.positions,
+            &st.inputs.seqs,
             &wk,
             &wv,
             &cap,
@@ -337,12 +453,12 @@ impl CudaBackend {
                 "layer {layer}: {n_head} query heads over {n_kv} key/value heads of {hv} do not fit the CUDA attention kernel"
             )));
         }
-        let mut max_keys = 1;
-        for &pos in st.batch.positions {
-            let (_, n) = grid::attended(pos, spec.window, spec.capacity)
-                .map_err(BackendError::InvalidStep)?;
-            max_keys = max_keys.max(n);
-        }
+        // Sized for the step's key bound, not its exact key count, so that a captured graph
+        // serves later positions and launches with and without graphs split alike.
+        let max_keys = self.check_attended(st.batch, kv, layer)?.max(
+            st.key_bound
+                .min(spec.window.unwrap_or(spec.capacity).min(spec.capacity) as u32),
+        );
         let (splits, chunk) =
             grid::split_k(max_keys, (n_head * rows) as u32, self.device.sm_count, 64);
         let s = &self.stream;
@@ -369,8 +485,8 @@ impl CudaBackend {
             &l.v,
             out,
             &part,
-            st.positions,
-            st.seqs,
+            &st.inputs.positions,
+            &st.inputs.seqs,
             &nh,
             &nk,
             &hk32,

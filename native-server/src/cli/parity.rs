@@ -44,8 +44,9 @@ pub const TYPES: [GgmlType; 11] = [
     GgmlType::Q6_K,
 ];
 
-/// Batch sizes: one token (decode products) and a prompt chunk (batched products).
-const TOKENS: [usize; 2] = [1, 19];
+/// Batch sizes: one token (decode products), a short prompt chunk (the batched products) and a
+/// long one (CUDA's shared-memory tiled products: two full tiles of 32 tokens and a partial).
+const TOKENS: [usize; 3] = [1, 19, 77];
 
 /// Deterministic values in about [-1, 1) (an LCG; no seed to pass around).
 fn values(n: usize, seed: u64) -> Vec<f32> {
