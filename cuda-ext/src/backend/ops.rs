@@ -292,8 +292,13 @@ impl CudaBackend {
                     capacity: spec.capacity,
                 });
             }
+            if spec.window.is_none() && cache.tables.slot(seq as usize, pos as usize).is_none() {
+                return Err(unmapped(layer, seq, pos));
+            }
         }
         let f = self.f("kv_store")?;
+        let per_seq = cache.tables.per_seq() as u32;
+        let paged = spec.window.is_none() as i32;
         let wk = (spec.n_kv_head * spec.head_dim_k) as u32;
         let wv = (spec.n_kv_head * spec.head_dim_v) as u32;
         let cap = spec.capacity as u32;
@@ -310,9 +315,12 @@ impl CudaBackend {
             &l.v,
             st.positions,
             st.seqs,
+            &cache.tables_dev,
+            &per_seq,
             &wk,
             &wv,
             &cap,
+            &paged,
             &f16
         )
     }
@@ -338,11 +346,20 @@ impl CudaBackend {
             )));
         }
         let mut max_keys = 1;
-        for &pos in st.batch.positions {
+        for (&pos, &seq) in st.batch.positions.iter().zip(st.batch.seqs) {
             let (_, n) = grid::attended(pos, spec.window, spec.capacity)
                 .map_err(BackendError::InvalidStep)?;
             max_keys = max_keys.max(n);
+            // Tables are mapped from their start: a mapped last position means every position
+            // the row attends to is.
+            if seq as usize >= cache.spec.n_seq
+                || (spec.window.is_none()
+                    && cache.tables.slot(seq as usize, pos as usize).is_none())
+            {
+                return Err(unmapped(layer, seq, pos));
+            }
         }
+        let per_seq = cache.tables.per_seq() as u32;
         let (splits, chunk) =
             grid::split_k(max_keys, (n_head * rows) as u32, self.device.sm_count, 64);
         let s = &self.stream;
@@ -371,6 +388,8 @@ impl CudaBackend {
             &part,
             st.positions,
             st.seqs,
+            &cache.tables_dev,
+            &per_seq,
             &nh,
             &nk,
             &hk32,
@@ -388,6 +407,12 @@ impl CudaBackend {
         }
         Ok(())
     }
+}
+
+fn unmapped(layer: usize, seq: u32, pos: u32) -> BackendError {
+    BackendError::InvalidStep(format!(
+        "layer {layer}: sequence {seq} position {pos} has no KV block (its table does not map it)"
+    ))
 }
 
 /// Threads per attention block (keys per tile).
