@@ -95,7 +95,7 @@ fn interleaved_blocks_change_no_bits(key: &str) {
     let mut fed_b = 0;
     let got = run(&mut shared, a, &mut |e, i| {
         if i == 0 {
-            feed(e, c, &tokens(2 * KV_BLOCK, 3));
+            e.prefill(c, &tokens(2 * KV_BLOCK, 3)).unwrap();
         }
         if i == 6 {
             e.free_sequence(c).unwrap();
