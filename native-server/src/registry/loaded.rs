@@ -286,10 +286,10 @@ mod tests {
                 pool_tokens: AUTO_MAX_SEQS * 4096
             }
         );
-        // A short context: sequences of at most the context each.
+        // A context shorter than 512: one sequence per context of the same pool.
         assert_eq!(
             auto(ctx_bytes).plan(QWEN_KV_PER_POSITION, 256, None).n_seq,
-            64
+            16
         );
         // --kv-size wins over the budget.
         assert_eq!(
