@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use weft_core::backend::{Backend, KvDtype};
+use weft_core::backend::{Backend, KvDtype, KV_BLOCK};
 use weft_core::chat::ChatTemplate;
 use weft_core::embed::Embedder;
 use weft_core::engine::EngineConfig;
@@ -74,9 +74,12 @@ impl Slots {
     /// `n_ctx` positions per sequence, with `kv_size` pool positions if the user chose them.
     pub fn plan(self, kv_bytes_per_position: u64, n_ctx: usize, kv_size: Option<usize>) -> KvPlan {
         match self {
+            // Whole blocks per sequence, so that N full contexts really fit.
             Slots::Fixed(n) => KvPlan {
                 n_seq: n,
-                pool_tokens: kv_size.unwrap_or(n * n_ctx).max(n_ctx),
+                pool_tokens: kv_size
+                    .unwrap_or(n * n_ctx.next_multiple_of(KV_BLOCK))
+                    .max(n_ctx),
             },
             Slots::Auto { kv_budget } => {
                 let fit = kv_budget / kv_bytes_per_position.max(1);
@@ -241,6 +244,11 @@ mod tests {
                 .plan(QWEN_KV_PER_POSITION, 4096, Some(5000))
                 .pool_tokens,
             5000
+        );
+        // A context that is not whole blocks still gets whole blocks per sequence.
+        assert_eq!(
+            fixed.plan(QWEN_KV_PER_POSITION, 100, None).pool_tokens,
+            3 * 128
         );
         // Never less than one full context.
         assert_eq!(
