@@ -34,6 +34,7 @@ fn run_model(key: &str, kv: KvDtype) {
             n_ctx: 256,
             n_seq: 1,
             dtype: kv,
+            pool_tokens: None,
         },
         max_batch: 64,
     };

@@ -67,6 +67,7 @@ fn attention_over_an_f16_cache_is_identical_with_and_without_f16() {
         layers: vec![layer(None), layer(Some(6))],
         n_seq: 1,
         dtype: KvDtype::F16,
+        pool_blocks: None,
     });
     // A 70-token prompt, then two decode steps.
     let steps: [(Vec<u32>, Vec<u32>); 3] = [

@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::{MatMulKernel, WgpuBackend, WgpuOptions};
-use weft_core::backend::{Backend, Graph, KvCacheSpec, KvDtype, KvLayerSpec, StepBatch, Weight};
+use weft_core::backend::{
+    Backend, BackendError, Graph, KvCacheSpec, KvDtype, KvLayerSpec, StepBatch, Weight, KV_BLOCK,
+};
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
 use wgpu_support::{
@@ -492,6 +494,7 @@ fn attention_case(dtype: KvDtype) {
         layers: vec![layer(None), layer(Some(window))],
         n_seq: 2,
         dtype,
+        pool_blocks: None,
     });
     // (tokens, positions, seqs) per step.
     let steps: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = vec![
@@ -508,6 +511,72 @@ fn attention_case(dtype: KvDtype) {
             assert_attention_close(&format!("step {si} layer {l}"), dtype, gpu, cpu);
         }
     }
+}
+
+/// Attention through scattered block tables: two sequences whose pool blocks interleave out
+/// of order (one global layer through the tables, one sliding-window ring layer), prompts that
+/// cross block boundaries, then decode rows of both in one batch. An unmapped position is an
+/// error on both backends.
+#[test]
+fn attention_matches_through_scattered_block_tables() {
+    let mut rng = Rng::new(11);
+    let (n_head, n_kv, hd) = (4usize, 2usize, 64usize);
+    let tensors = qkv_tensors(&mut rng, n_head, n_kv, hd, 256);
+    let Some(mut p) = Pair::new(&tensors, WgpuOptions::default()) else {
+        return;
+    };
+    let w = ["q", "k", "v"].map(|n| p.load(n));
+    let window = 7;
+    let max_batch = 80;
+    let layer = |w: Option<usize>| KvLayerSpec {
+        n_kv_head: n_kv,
+        head_dim_k: hd,
+        head_dim_v: hd,
+        capacity: w.map_or(3 * KV_BLOCK, |w| w + max_batch),
+        window: w,
+    };
+    let kv = p.kv(&KvCacheSpec {
+        layers: vec![layer(None), layer(Some(window))],
+        n_seq: 2,
+        dtype: KvDtype::F16,
+        pool_blocks: Some(5),
+    });
+    for (seq, table) in [(0u32, vec![4u32, 1, 3]), (1, vec![0, 2])] {
+        p.cpu.set_block_table(kv, seq, &table).unwrap();
+        p.gpu.set_block_table(kv, seq, &table).unwrap();
+    }
+    let steps: Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> = vec![
+        ((0..80).collect(), (0..80).collect(), vec![0; 80]),
+        ((80..150).collect(), (0..70).collect(), vec![1; 70]),
+        (vec![200, 201], vec![80, 70], vec![0, 1]),
+        ((100..160).collect(), (81..141).collect(), vec![0; 60]),
+        (vec![210, 211], vec![141, 71], vec![0, 1]),
+    ];
+    for (si, (tokens, pos, seqs)) in steps.iter().enumerate() {
+        let g = attention_graph(tokens.len(), w, kv, 2, n_head, hd);
+        let res = p.run(&g, tokens, pos, seqs);
+        for (l, (gpu, cpu)) in res.iter().enumerate() {
+            assert_attention_close(&format!("step {si} layer {l}"), KvDtype::F16, gpu, cpu);
+        }
+    }
+    // Sequence 1's third block is not mapped.
+    let g = attention_graph(1, w, kv, 2, n_head, hd);
+    let batch = StepBatch {
+        tokens: &[5],
+        positions: &[2 * KV_BLOCK as u32],
+        seqs: &[1],
+    };
+    assert!(matches!(
+        p.cpu.execute(&g, &batch),
+        Err(BackendError::InvalidStep(_))
+    ));
+    assert!(matches!(
+        p.gpu.execute(&g, &batch),
+        Err(BackendError::InvalidStep(_))
+    ));
+    // A table naming a block outside the pool is refused.
+    assert!(p.cpu.set_block_table(kv, 1, &[0, 5]).is_err());
+    assert!(p.gpu.set_block_table(kv, 1, &[0, 5]).is_err());
 }
 
 #[test]
@@ -539,6 +608,7 @@ fn context_overflow_is_an_error_not_a_crash() {
             }],
             n_seq: 1,
             dtype: KvDtype::F16,
+            pool_blocks: None,
         })
         .unwrap();
     let mut g = Graph::new(1);

@@ -45,6 +45,7 @@ fn engine(key: &str, backend: Box<dyn weft_core::backend::Backend>) -> Engine {
             n_ctx: 256,
             n_seq: 1,
             dtype: KvDtype::F16,
+            pool_tokens: None,
         },
         max_batch: 64,
     };

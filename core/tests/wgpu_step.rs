@@ -39,6 +39,7 @@ fn run(key: &str) {
             layers: model.kv_layers(128, 16),
             n_seq: 1,
             dtype: KvDtype::F16,
+            pool_blocks: None,
         })
         .unwrap();
     // A 32-token prompt: prefill speed (token tiles of the product) is printed too.

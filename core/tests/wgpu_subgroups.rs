@@ -144,6 +144,7 @@ fn attention_case(dtype: KvDtype) {
         }],
         n_seq: 1,
         dtype,
+        pool_blocks: None,
     };
     let a = t.cpu.create_kv_cache(&spec).unwrap();
     assert_eq!(a, t.twin.kv(&spec));

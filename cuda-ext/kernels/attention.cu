@@ -5,7 +5,8 @@
 // caches: launch::split_k) each split writes (max, sum, unnormalised output) to `part` and
 // attention_combine merges them. GQA: query head h reads key/value head h / (n_head / n_kv).
 // Sliding windows and ring buffers: query at `pos` sees positions max(0, pos+1-window)..=pos,
-// position p in slot p % capacity of its sequence.
+// position p in slot p % capacity of its sequence. Full-attention layers (window 0) read the
+// shared pool through the sequence's block table (kv_slot in common.cuh).
 //
 // Differences from the CPU (core/src/backend/cpu/attention.rs): queries are rounded to f16 for
 // an f16 cache as there, but the softmax weights are not rounded to f16 and the sums run in
@@ -22,9 +23,9 @@ __device__ __forceinline__ float kv_at(const void* c, u64 i, int f16) {
 
 extern "C" __global__ void attention_f32(const float* q, const void* kc, const void* vc,
                                          float* out, float* part, const u32* positions,
-                                         const u32* seqs, u32 n_head, u32 n_kv, u32 hk, u32 hv,
-                                         u32 capacity, u32 window, float scale, int f16,
-                                         u32 chunk) {
+                                         const u32* seqs, const u32* tables, u32 per_seq,
+                                         u32 n_head, u32 n_kv, u32 hk, u32 hv, u32 capacity,
+                                         u32 window, float scale, int f16, u32 chunk) {
     extern __shared__ float smem[];
     __shared__ float red[32];
     float* qs = smem;
@@ -39,14 +40,15 @@ extern "C" __global__ void attention_f32(const float* q, const void* kc, const v
     for (u32 d = threadIdx.x; d < hk; d += blockDim.x)
         qs[d] = f16 ? f16_to_f32(f32_to_f16(qr[d])) : qr[d];
     __syncthreads();
-    u64 base = (u64)seqs[row] * capacity;
+    u32 seq = seqs[row];
+    int paged = window == 0;
     float m = NEG_INF, l = 0.0f;
     float o[MAX_DIMS_PER_THREAD] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (u32 t0 = k0; t0 < k1; t0 += blockDim.x) {
         u32 kk = t0 + threadIdx.x;
         float s = NEG_INF;
         if (kk < k1) {
-            u64 slot = base + (first + kk) % capacity;
+            u64 slot = kv_slot(tables, per_seq, seq, first + kk, capacity, paged);
             u64 at = (slot * n_kv + kvh) * hk;
             float acc = 0.0f;
             for (u32 d = 0; d < hk; d++) acc += qs[d] * kv_at(kc, at + d, f16);
@@ -62,7 +64,7 @@ extern "C" __global__ void attention_f32(const float* q, const void* kc, const v
         __syncthreads();
         u32 nk = min((u32)blockDim.x, k1 - t0);
         for (u32 i = 0; i < nk; i++) {
-            u64 slot = base + (first + t0 + i) % capacity;
+            u64 slot = kv_slot(tables, per_seq, seq, first + t0 + i, capacity, paged);
             u64 at = (slot * n_kv + kvh) * hv;
             float w = p[i];
             for (int j = 0; j < MAX_DIMS_PER_THREAD; j++) {

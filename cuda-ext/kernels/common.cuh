@@ -95,3 +95,15 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 
 // Signed 8-bit dot of four packed bytes, accumulated (dp4a on sm_61 and later).
 __device__ __forceinline__ int dot4(int a, int b, int acc) { return __dp4a(a, b, acc); }
+
+// Positions per block of the paged KV cache (weft_core::backend::KV_BLOCK).
+#define KV_BLOCK 64u
+
+// Cache slot of sequence `seq`'s position `pos`: for a full-attention layer (`paged`), its
+// offset in the pool block the sequence's table maps (`per_seq` entries per sequence); for a
+// sliding-window layer, its place in the sequence's ring of `capacity`.
+__device__ __forceinline__ u64 kv_slot(const u32* tables, u32 per_seq, u32 seq, u32 pos,
+                                       u32 capacity, int paged) {
+    if (paged) return (u64)tables[(u64)seq * per_seq + pos / KV_BLOCK] * KV_BLOCK + pos % KV_BLOCK;
+    return (u64)seq * capacity + pos % capacity;
+}

@@ -27,9 +27,11 @@ struct Params {
     n_tok: u32,
     groups_x: u32,
     zero: u32,      // 0, unknown to the compiler (see `keep`)
-    _pad1: u32,
+    per_seq: u32,   // block table entries per sequence
     _pad2: u32,
 }
+
+const BLOCK: u32 = 64u; // KV_BLOCK (backend/block_table.rs)
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 // Bindings 1 and 2, the key and value caches `kc` and `vc`, and `load` come from attn_kv.wgsl
@@ -37,7 +39,9 @@ struct Params {
 @group(0) @binding(3) var<storage, read> positions: array<u32>;
 @group(0) @binding(4) var<storage, read> seqs: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+// Each sequence's pool blocks, for a full-attention layer (window 0).
+@group(0) @binding(6) var<storage, read> tables: array<u32>;
+@group(0) @binding(7) var<uniform> p: Params;
 
 var<workgroup> qh: array<f32, 256>;
 var<workgroup> wts: array<f32, 64>;
@@ -90,8 +94,14 @@ fn score(half_kv: bool, key_base: u32) -> f32 {
     return keep((s + tail) * p.scale);
 }
 
+// Cache slot of position lo + j: through the block table for a full-attention layer, in the
+// sequence's ring for a sliding-window one.
 fn slot_of(seq: u32, lo: u32, j: u32) -> u32 {
-    return seq * p.capacity + (lo + j) % p.capacity;
+    let pos = lo + j;
+    if (p.window == 0u) {
+        return tables[seq * p.per_seq + pos / BLOCK] * BLOCK + pos % BLOCK;
+    }
+    return seq * p.capacity + pos % p.capacity;
 }
 
 fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {

@@ -46,6 +46,7 @@ fn a_batched_step_streams_each_weight_once_and_matches_each_sequence_alone() {
             n_ctx: 128,
             n_seq: MAX_B,
             dtype: KvDtype::F16,
+            pool_tokens: None,
         },
         max_batch: 64,
     };

@@ -33,6 +33,7 @@ fn config(n_seq: usize) -> EngineConfig {
             n_ctx: 256,
             n_seq,
             dtype: KvDtype::F16,
+            pool_tokens: None,
         },
         max_batch: 64,
     }

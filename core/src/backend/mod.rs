@@ -11,6 +11,7 @@
 //! sequence's KV-cache slot ([`StepBatch`]). A prefill chunk, decode tokens of many sequences,
 //! or both can share one step (continuous batching).
 
+mod block_table;
 pub mod cpu;
 mod graph;
 mod pending;
@@ -20,6 +21,7 @@ pub mod wgpu;
 
 use std::sync::Arc;
 
+pub use block_table::{BlockTables, KV_BLOCK, NO_BLOCK};
 pub use graph::{Graph, Node, Op, PoolMode, RowIndex, SeqSpan, TensorId};
 pub use pending::{PendingStep, StepFuture};
 pub use registry::{
@@ -105,11 +107,38 @@ pub struct KvLayerSpec {
 }
 
 /// Shape of a whole cache: every layer, for `n_seq` sequence slots.
+///
+/// Full-attention layers (no window) keep their keys and values in a shared pool of
+/// [`KV_BLOCK`]-position blocks, reached through each sequence's block table
+/// ([`Backend::set_block_table`]); sliding-window layers keep a ring of `capacity` positions per
+/// sequence slot, which their window already bounds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvCacheSpec {
     pub layers: Vec<KvLayerSpec>,
     pub n_seq: usize,
     pub dtype: KvDtype,
+    /// Blocks in the shared pool; `None`: a full context for every sequence slot (and every
+    /// table starts mapped to its own blocks, so a cache used without tables works as one
+    /// made of separate slots).
+    pub pool_blocks: Option<usize>,
+}
+
+impl KvCacheSpec {
+    /// Table entries per sequence: blocks covering the longest full-attention layer.
+    pub fn blocks_per_seq(&self) -> usize {
+        self.layers
+            .iter()
+            .filter(|l| l.window.is_none())
+            .map(|l| l.capacity.div_ceil(KV_BLOCK))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Blocks in the pool.
+    pub fn n_blocks(&self) -> usize {
+        self.pool_blocks
+            .unwrap_or(self.n_seq * self.blocks_per_seq())
+    }
 }
 
 /// The per-row inputs of one step. All slices have one entry per row.
@@ -174,6 +203,17 @@ pub trait Backend: Send {
 
     /// Allocates a key/value cache.
     fn create_kv_cache(&mut self, spec: &KvCacheSpec) -> Result<KvCacheId>;
+
+    /// Points sequence slot `seq`'s logical blocks at pool blocks: entry `i` holds positions
+    /// `i·KV_BLOCK..(i+1)·KV_BLOCK` of the full-attention layers, and [`NO_BLOCK`] ends the
+    /// mapped part. Steps read and write keys and values through the table last set.
+    fn set_block_table(&mut self, kv: KvCacheId, seq: u32, table: &[u32]) -> Result<()> {
+        let _ = (kv, seq, table);
+        Err(BackendError::Unsupported(format!(
+            "the {} backend has no paged KV cache",
+            self.name()
+        )))
+    }
 
     /// Runs one recorded step and returns the graph's outputs in the order they were marked.
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>>;

@@ -200,6 +200,7 @@ impl Embedder {
                 layers: m.kv_layers(n_ctx, n_ctx),
                 n_seq: DECODER_SLOTS,
                 dtype: KvDtype::F16,
+                pool_blocks: None,
             };
             let kv = backend.create_kv_cache(&spec)?;
             // Ollama embeds with decoders through llama.cpp without a pooling type, which

@@ -81,6 +81,7 @@ impl Engine {
             layers: model.kv_layers(cfg.kv.n_ctx, cfg.max_batch),
             n_seq: cfg.kv.n_seq,
             dtype: cfg.kv.dtype,
+            pool_blocks: Some(cfg.kv.pool_blocks()),
         };
         let kv = backend.create_kv_cache(&spec)?;
         Ok(Engine {
@@ -101,7 +102,7 @@ impl Engine {
         &self.cfg
     }
 
-    /// Sequence slots.
+    /// Sequence slots and the block pool.
     pub fn seqs(&self) -> &SeqTable {
         &self.seqs
     }

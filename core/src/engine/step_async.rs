@@ -43,12 +43,24 @@ impl Engine {
                 None => need.push((r.seq, 1)),
             }
         }
+        let mut blocks = 0;
         for &(s, n) in &need {
             self.seqs.check_room(s, n)?;
+            blocks += self.seqs.blocks_needed(s, n)?;
         }
+        self.seqs.check_blocks(blocks)?;
         let mut positions = Vec::with_capacity(rows.len());
         for r in rows {
             positions.push(self.seqs.advance(r.seq, 1)? as u32);
+        }
+        if let Err(e) = self.send_tables() {
+            for &(s, n) in &need {
+                let len = self.seqs.len(s)?;
+                self.seqs.truncate(s, len - n)?;
+            }
+            // The backend may hold part of the update: send every table again next time.
+            self.seqs.mark_all_changed();
+            return Err(e);
         }
         let out_rows: Vec<u32> = (0..rows.len() as u32)
             .filter(|&i| rows[i as usize].logits)
@@ -63,6 +75,15 @@ impl Engine {
             seqs: rows.iter().map(|r| r.seq).collect(),
             need,
         })
+    }
+
+    /// Tells the backend every block table that changed since the last step.
+    fn send_tables(&mut self) -> Result<(), EngineError> {
+        for s in self.seqs.take_changed() {
+            self.backend
+                .set_block_table(self.kv, s, self.seqs.table(s)?)?;
+        }
+        Ok(())
     }
 
     /// Turns the backend's result into per-row logits; on failure gives the positions back so

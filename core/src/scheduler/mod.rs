@@ -7,6 +7,11 @@
 //! new request takes the free slot whose cached tokens share the longest prefix with its
 //! prompt, so a follow-up turn re-evaluates only the new part ("cached tokens").
 //!
+//! The KV cache is paged ([`crate::kv_cache`]): a request is admitted when the block pool
+//! has room for its prompt, and when running sequences outgrow the pool the most recently
+//! submitted one is preempted — its blocks freed, it waits at the front of the queue and is
+//! fed its prompt and generated tokens again later, so its stream is unchanged.
+//!
 //! Events go back through an [`EventSink`]; a sink that reports itself closed (the client went
 //! away) cancels its sequence at the next step.
 

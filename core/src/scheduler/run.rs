@@ -10,6 +10,7 @@ use super::request::{Event, Failure, Finish, Request};
 use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
+use crate::backend::KV_BLOCK;
 use crate::engine::{Engine, EngineError, Row};
 use crate::generation::SequenceState;
 use crate::sampler::TokenTexts;
@@ -116,6 +117,9 @@ pub struct Scheduler {
     /// Requests without a slot yet: the request, when it was submitted, and the queue place
     /// it was last told (0: none yet).
     waiting: VecDeque<(Request, Instant, usize)>,
+    /// Sequences whose cache was taken back when the block pool ran out, oldest submission
+    /// first; they get slots before any waiting request.
+    preempted: VecDeque<Sequence>,
     active: Vec<Sequence>,
     closing: bool,
     clock: u64,
@@ -137,7 +141,7 @@ impl Scheduler {
         let stats = Arc::new(Stats::default());
         stats
             .kv_capacity
-            .store((n_seq * engine.config().kv.n_ctx) as u64, Relaxed);
+            .store((engine.seqs().n_blocks() * KV_BLOCK) as u64, Relaxed);
         let (tx, rx) = mpsc::channel();
         let handle = Handle {
             tx,
@@ -160,6 +164,7 @@ impl Scheduler {
                 slots: vec![Slot::default(); n_seq],
                 rewind_limit,
                 waiting: VecDeque::new(),
+                preempted: VecDeque::new(),
                 active: Vec::new(),
                 closing: false,
                 clock: 0,
@@ -173,7 +178,7 @@ impl Scheduler {
     /// have finished.
     pub fn run(mut self) {
         loop {
-            if self.active.is_empty() && self.waiting.is_empty() {
+            if self.active.is_empty() && self.waiting.is_empty() && self.preempted.is_empty() {
                 if self.closing {
                     return;
                 }
@@ -199,7 +204,8 @@ impl Scheduler {
                 self.step();
             }
             self.stats.running.store(self.active.len() as u64, Relaxed);
-            let used: usize = self.slots.iter().map(|s| s.cached.len()).sum();
+            let seqs = self.engine.seqs();
+            let used = (seqs.n_blocks() - seqs.free_blocks()) * KV_BLOCK;
             self.stats.kv_used.store(used as u64, Relaxed);
         }
     }
@@ -211,13 +217,42 @@ impl Scheduler {
         }
     }
 
-    /// Gives free slots to waiting requests, in arrival order.
+    /// Gives free slots to preempted sequences, then to waiting requests in arrival order,
+    /// while the block pool has room for what each must feed.
     fn admit(&mut self) {
+        while let Some(s) = self.preempted.front() {
+            let Some((slot, reuse)) = slots::choose(&self.slots, &s.feed, self.rewind_limit) else {
+                return;
+            };
+            if !self.make_room_for(slot, reuse, s.feed.len()) {
+                return;
+            }
+            let Some(mut s) = self.preempted.pop_front() else {
+                return;
+            };
+            if let Err(e) = self.engine.truncate(slot as u32, reuse) {
+                self.stats.requests_failed.fetch_add(1, Relaxed);
+                s.req
+                    .sink
+                    .send(Event::Failed(Failure::Engine(e.to_string())));
+                continue;
+            }
+            self.slots[slot].cached.truncate(reuse);
+            self.slots[slot].busy = true;
+            s.slot = slot;
+            s.fed = reuse;
+            self.active.push(s);
+        }
         while let Some((req, _, _)) = self.waiting.front() {
             let Some((slot, reuse)) = slots::choose(&self.slots, &req.prompt, self.rewind_limit)
             else {
                 return;
             };
+            // A prompt too long for any context is refused below, whatever the pool holds.
+            let len = req.prompt.len().min(self.engine.config().kv.n_ctx - 1);
+            if !self.make_room_for(slot, reuse, len) {
+                return;
+            }
             let Some((mut req, submitted, _)) = self.waiting.pop_front() else {
                 return;
             };
@@ -297,7 +332,114 @@ impl Scheduler {
         }
     }
 
+    /// Whether slot `slot`, keeping `reuse` cached tokens, can take `len` tokens and one more
+    /// without touching what running sequences still need; frees the caches of idle slots
+    /// (least recently used first) to make it so.
+    fn make_room_for(&mut self, slot: usize, reuse: usize, len: usize) -> bool {
+        loop {
+            let seqs = self.engine.seqs();
+            let kept = reuse.div_ceil(KV_BLOCK);
+            let held = seqs.held_blocks(slot as u32).unwrap_or(0);
+            let need = (len + 1).div_ceil(KV_BLOCK).saturating_sub(kept);
+            let free = seqs.free_blocks() + held.saturating_sub(kept);
+            if need + self.committed() <= free {
+                return true;
+            }
+            if !self.drop_idle_cache(Some(slot)) {
+                return false;
+            }
+        }
+    }
+
+    /// Blocks running sequences will still take to feed what they have left (and decode once).
+    fn committed(&self) -> usize {
+        let seqs = self.engine.seqs();
+        self.active
+            .iter()
+            .filter(|s| s.prefilling())
+            .map(|s| {
+                let left = s.feed.len() - s.fed + 1;
+                seqs.blocks_needed(s.slot as u32, left).unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// Forgets the cache of the least recently used idle slot that holds blocks (other than
+    /// `keep`); false when there is none.
+    fn drop_idle_cache(&mut self, keep: Option<usize>) -> bool {
+        let victim = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| !s.busy && !s.cached.is_empty() && Some(i) != keep)
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(i, _)| i);
+        let Some(i) = victim else {
+            return false;
+        };
+        let _ = self.engine.truncate(i as u32, 0);
+        self.slots[i].cached.clear();
+        true
+    }
+
+    /// Takes the cache back from the most recently submitted running sequence (when another
+    /// one runs too): its blocks are freed and it waits at the front of the queue to be fed
+    /// again. False when there is none to take.
+    fn preempt_youngest(&mut self) -> bool {
+        if self.active.len() < 2 {
+            return false;
+        }
+        let Some(i) = (0..self.active.len()).max_by_key(|&i| self.active[i].submitted) else {
+            return false;
+        };
+        let mut s = self.active.swap_remove(i);
+        let slot = &mut self.slots[s.slot];
+        let cached = std::mem::take(&mut slot.cached);
+        slot.busy = false;
+        let _ = self.engine.truncate(s.slot as u32, 0);
+        s.preempt(cached);
+        self.stats.preemptions.fetch_add(1, Relaxed);
+        let at = self
+            .preempted
+            .iter()
+            .position(|p| p.submitted > s.submitted)
+            .unwrap_or(self.preempted.len());
+        self.preempted.insert(at, s);
+        true
+    }
+
+    /// Frees blocks until every decoding sequence can take its next position: idle caches
+    /// first, then running sequences, youngest first.
+    fn make_room_to_decode(&mut self) {
+        loop {
+            let seqs = self.engine.seqs();
+            let need: usize = self
+                .active
+                .iter()
+                .filter(|s| s.pending.is_some() && !s.prefilling())
+                .map(|s| seqs.blocks_needed(s.slot as u32, 1).unwrap_or(0))
+                .sum();
+            if need <= seqs.free_blocks() {
+                return;
+            }
+            if !self.drop_idle_cache(None) && !self.preempt_youngest() {
+                return;
+            }
+        }
+    }
+
     fn drop_cancelled(&mut self) {
+        let mut i = 0;
+        while i < self.preempted.len() {
+            if self.preempted[i].req.sink.is_closed() {
+                if let Some(s) = self.preempted.remove(i) {
+                    s.finish(Finish::Cancelled);
+                    self.stats.requests_cancelled.fetch_add(1, Relaxed);
+                }
+            } else {
+                i += 1;
+            }
+        }
         let mut i = 0;
         while i < self.active.len() {
             if self.active[i].req.sink.is_closed() {
@@ -325,16 +467,27 @@ impl Scheduler {
 
     /// One engine step over every active sequence.
     fn step(&mut self) {
+        self.make_room_to_decode();
         let mut budget = self.cfg.step_tokens;
         let mut rows: Vec<Row> = Vec::new();
         // (active index, rows fed) per sequence in this step, and which ones want logits.
         let mut fed: Vec<(usize, usize)> = Vec::new();
         let mut wants: Vec<usize> = Vec::new();
+        let seqs = self.engine.seqs();
+        let mut free = seqs.free_blocks();
         for (i, s) in self.active.iter().enumerate() {
+            if s.prefilling() {
+                continue;
+            }
             if let Some(t) = s.pending {
                 if budget == 0 {
                     break;
                 }
+                let need = seqs.blocks_needed(s.slot as u32, 1).unwrap_or(0);
+                if need > free {
+                    continue;
+                }
+                free -= need;
                 rows.push(Row {
                     seq: s.slot as u32,
                     token: t,
@@ -352,12 +505,22 @@ impl Scheduler {
             if !s.prefilling() {
                 continue;
             }
-            let prompt = &s.req.prompt;
-            let n = (prompt.len() - s.prefill_pos).min(budget);
-            let last = s.prefill_pos + n == prompt.len();
-            for (k, &t) in prompt[s.prefill_pos..s.prefill_pos + n].iter().enumerate() {
+            let feed = &s.feed;
+            // As many tokens as the budget and the free blocks allow (the rest of its last
+            // block plus whole free blocks).
+            let slot = s.slot as u32;
+            let len = seqs.len(slot).unwrap_or(0);
+            let held = seqs.held_blocks(slot).unwrap_or(0);
+            let fits = (held + free) * KV_BLOCK - len;
+            let n = (feed.len() - s.fed).min(budget).min(fits);
+            if n == 0 {
+                continue;
+            }
+            free -= seqs.blocks_needed(slot, n).unwrap_or(0);
+            let last = s.fed + n == feed.len() && s.feed_wants_logits();
+            for (k, &t) in feed[s.fed..s.fed + n].iter().enumerate() {
                 rows.push(Row {
-                    seq: s.slot as u32,
+                    seq: slot,
                     token: t,
                     logits: last && k + 1 == n,
                 });
@@ -369,6 +532,10 @@ impl Scheduler {
             budget -= n;
         }
         if rows.is_empty() {
+            // Every running sequence waits for blocks: free some, and try again next turn.
+            if !self.drop_idle_cache(None) && !self.preempt_youngest() {
+                self.fail_stuck();
+            }
             return;
         }
         self.stats.steps.fetch_add(1, Relaxed);
@@ -379,13 +546,17 @@ impl Scheduler {
         for &(i, n) in &fed {
             let s = &mut self.active[i];
             let slot = &mut self.slots[s.slot];
-            if let Some(t) = s.pending.take() {
-                slot.cached.push(t);
+            if !s.prefilling() {
+                if let Some(t) = s.pending.take() {
+                    slot.cached.push(t);
+                }
             } else {
-                let p = &s.req.prompt[s.prefill_pos..s.prefill_pos + n];
+                let p = &s.feed[s.fed..s.fed + n];
                 slot.cached.extend_from_slice(p);
-                s.prefill_pos += n;
-                self.stats.prompt_tokens.fetch_add(n as u64, Relaxed);
+                s.fed += n;
+                if s.feed_wants_logits() {
+                    self.stats.prompt_tokens.fetch_add(n as u64, Relaxed);
+                }
             }
         }
         // Logit rows come back in row order: decode rows first, then the prefill ends.
@@ -422,6 +593,15 @@ impl Scheduler {
             self.stats.e2e.observe(e2e);
             self.release(slot, f);
         }
+    }
+
+    /// A lone running sequence that cannot get blocks even with every other cache freed (the
+    /// pool is always at least one full context, so this means a bookkeeping fault): it fails
+    /// rather than the loop spinning.
+    fn fail_stuck(&mut self) {
+        let fed: Vec<(usize, usize)> = (0..self.active.len()).map(|i| (i, 0)).collect();
+        let e = EngineError::Invalid("no KV blocks are left for the only running sequence".into());
+        self.fail_step(&fed, e);
     }
 
     /// An engine error fails every sequence of the step; their slots start empty next time.

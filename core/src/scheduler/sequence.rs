@@ -12,8 +12,11 @@ pub(crate) struct Sequence {
     pub req: Request,
     pub slot: usize,
     state: SequenceState,
-    /// Prompt tokens not yet fed to the engine.
-    pub prefill_pos: usize,
+    /// Tokens to put in the cache before decoding: the prompt, or after a preemption every
+    /// token the sequence had cached.
+    pub feed: Vec<u32>,
+    /// How many of `feed` the cache holds.
+    pub fed: usize,
     /// The last sampled token, fed in the next decode row.
     pub pending: Option<u32>,
     pub cached_tokens: usize,
@@ -38,7 +41,8 @@ impl Sequence {
         submitted: Instant,
     ) -> Self {
         Sequence {
-            prefill_pos: cached_tokens,
+            feed: req.prompt.clone(),
+            fed: cached_tokens,
             pending: None,
             cached_tokens,
             state,
@@ -51,9 +55,25 @@ impl Sequence {
         }
     }
 
-    /// Whether prompt tokens remain to be fed.
+    /// Whether tokens of `feed` remain to be fed.
     pub fn prefilling(&self) -> bool {
-        self.prefill_pos < self.req.prompt.len()
+        self.fed < self.feed.len()
+    }
+
+    /// Whether the end of `feed` gives the logits of the first generated token (false when
+    /// re-feeding after a preemption: the next token is already chosen).
+    pub fn feed_wants_logits(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// Its cache was taken back: `cached` (what the cache held) is fed again when it gets a
+    /// slot, then decoding goes on from the token already chosen, so the client sees the same
+    /// stream as without the pause.
+    pub fn preempt(&mut self, cached: Vec<u32>) {
+        if self.pending.is_some() {
+            self.feed = cached;
+        }
+        self.fed = 0;
     }
 
     /// Tokens generated so far.

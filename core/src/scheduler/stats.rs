@@ -79,6 +79,9 @@ pub struct Stats {
     pub kv_used: AtomicU64,
     pub kv_capacity: AtomicU64,
     pub steps: AtomicU64,
+    /// Times a running sequence's cache was taken back for lack of blocks (it is fed again
+    /// later).
+    pub preemptions: AtomicU64,
     /// Time to first token, seconds (from submission).
     pub ttft: Histogram,
     /// Time between consecutive tokens of a stream, seconds.
@@ -104,6 +107,7 @@ pub struct StatsSnapshot {
     pub kv_used: u64,
     pub kv_capacity: u64,
     pub steps: u64,
+    pub preemptions: u64,
 }
 
 impl Default for Stats {
@@ -123,6 +127,7 @@ impl Default for Stats {
             kv_used: AtomicU64::new(0),
             kv_capacity: AtomicU64::new(0),
             steps: AtomicU64::new(0),
+            preemptions: AtomicU64::new(0),
             ttft: Histogram::new(LATENCY_BOUNDS),
             inter_token: Histogram::new(LATENCY_BOUNDS),
             e2e: Histogram::new(LATENCY_BOUNDS),
@@ -148,6 +153,7 @@ impl Stats {
             kv_used: self.kv_used.load(Relaxed),
             kv_capacity: self.kv_capacity.load(Relaxed),
             steps: self.steps.load(Relaxed),
+            preemptions: self.preemptions.load(Relaxed),
         }
     }
 }

@@ -308,6 +308,7 @@ impl Twin {
             layers: model.kv_layers(32, 8),
             n_seq: 1,
             dtype: KvDtype::F16,
+            pool_blocks: None,
         };
         let kv = self.kv(&spec);
         let mut tokens = prompt.to_vec();

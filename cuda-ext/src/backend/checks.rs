@@ -4,6 +4,7 @@
 
 use weft_core::backend::{BackendError, Graph, Op, Result, RowIndex, StepBatch};
 
+use super::ops::unmapped;
 use super::CudaBackend;
 use crate::launch as grid;
 
@@ -58,6 +59,9 @@ impl CudaBackend {
                     capacity: spec.capacity,
                 });
             }
+            if spec.window.is_none() && cache.tables.slot(seq as usize, pos as usize).is_none() {
+                return Err(unmapped(layer, seq, pos));
+            }
         }
         Ok(())
     }
@@ -67,10 +71,18 @@ impl CudaBackend {
         let (cache, _) = self.cache(kv, layer)?;
         let spec = &cache.spec.layers[layer];
         let mut max_keys = 1;
-        for &pos in batch.positions {
+        for (&pos, &seq) in batch.positions.iter().zip(batch.seqs) {
             let (_, n) = grid::attended(pos, spec.window, spec.capacity)
                 .map_err(BackendError::InvalidStep)?;
             max_keys = max_keys.max(n);
+            // Tables are mapped from their start: a mapped last position means every position
+            // the row attends to is.
+            if seq as usize >= cache.spec.n_seq
+                || (spec.window.is_none()
+                    && cache.tables.slot(seq as usize, pos as usize).is_none())
+            {
+                return Err(unmapped(layer, seq, pos));
+            }
         }
         Ok(max_keys)
     }

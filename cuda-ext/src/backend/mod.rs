@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig};
 use weft_core::backend::{
-    Backend, BackendError, Graph, KvCacheId, KvCacheSpec, KvDtype, PendingStep, Readback, Result,
-    StepBatch, Weight,
+    Backend, BackendError, BlockTables, Graph, KvCacheId, KvCacheSpec, KvDtype, PendingStep,
+    Readback, Result, StepBatch, Weight, KV_BLOCK, NO_BLOCK,
 };
 use weft_core::dtype::GgmlType;
 use weft_core::gguf::ModelFile;
@@ -37,7 +37,9 @@ struct DevWeight {
     vector: Option<CudaSlice<f32>>,
 }
 
-/// One layer's cache: keys and values, `[n_seq][capacity][n_kv_head · head_dim]`.
+/// One layer's cache: keys and values, `[slots][n_kv_head · head_dim]` (the pool's
+/// `n_blocks · KV_BLOCK` slots for a full-attention layer, `n_seq · capacity` ring slots for a
+/// sliding-window one).
 struct DevLayer {
     k: CudaSlice<u8>,
     v: CudaSlice<u8>,
@@ -46,6 +48,11 @@ struct DevLayer {
 struct DevCache {
     spec: KvCacheSpec,
     layers: Vec<DevLayer>,
+    /// The block tables: the host copy steps are checked against, and the device copy the
+    /// kernels read (uploaded before a step when a table changed).
+    tables: BlockTables,
+    tables_dev: CudaSlice<u32>,
+    tables_stale: bool,
 }
 
 /// The CUDA backend on one device.
@@ -321,7 +328,10 @@ impl Backend for CudaBackend {
         };
         let mut layers = Vec::new();
         for l in &spec.layers {
-            let slots = spec.n_seq * l.capacity * l.n_kv_head;
+            let slots = match l.window {
+                Some(_) => spec.n_seq * l.capacity,
+                None => spec.n_blocks() * KV_BLOCK,
+            } * l.n_kv_head;
             let k = self
                 .stream
                 .alloc_zeros::<u8>((slots * l.head_dim_k * elem).max(1));
@@ -333,11 +343,29 @@ impl Backend for CudaBackend {
                 v: v.map_err(err("allocating the KV cache"))?,
             });
         }
+        let tables = BlockTables::new(spec);
+        let tables_dev = self
+            .stream
+            .clone_htod(&[tables.ids(), &[NO_BLOCK]].concat())
+            .map_err(err("uploading the block tables"))?;
         self.caches.push(DevCache {
             spec: spec.clone(),
             layers,
+            tables,
+            tables_dev,
+            tables_stale: false,
         });
         Ok(KvCacheId(self.caches.len() as u32 - 1))
+    }
+
+    fn set_block_table(&mut self, kv: KvCacheId, seq: u32, table: &[u32]) -> Result<()> {
+        let c = self
+            .caches
+            .get_mut(kv.0 as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))?;
+        c.tables.set(seq, table)?;
+        c.tables_stale = true;
+        Ok(())
     }
 
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
@@ -378,6 +406,14 @@ impl CudaBackend {
         graph.check_batch(batch)?;
         // Host-side checks of the step's data, which a replayed graph would not make.
         self.check_step(graph, batch)?;
+        // Changed block tables go to their fixed device buffers, on the stream before the
+        // step's kernels (captured graphs read those same buffers).
+        for c in self.caches.iter_mut().filter(|c| c.tables_stale) {
+            self.stream
+                .memcpy_htod(c.tables.ids(), &mut c.tables_dev)
+                .map_err(err("uploading the block tables"))?;
+            c.tables_stale = false;
+        }
         let key_bound = crate::graphs::step_key_bound(batch.positions);
         let capturable =
             crate::graphs::capturable(graph, self.graphs_on, self.ctx.has_async_alloc()).is_ok();

@@ -410,6 +410,8 @@ impl CudaBackend {
         let spec = &cache.spec.layers[layer];
         self.check_kv_rows(st.batch, kv, layer)?;
         let f = self.f("kv_store")?;
+        let per_seq = cache.tables.per_seq() as u32;
+        let paged = spec.window.is_none() as i32;
         let wk = (spec.n_kv_head * spec.head_dim_k) as u32;
         let wv = (spec.n_kv_head * spec.head_dim_v) as u32;
         let cap = spec.capacity as u32;
@@ -426,9 +428,12 @@ impl CudaBackend {
             &l.v,
             &st.inputs.positions,
             &st.inputs.seqs,
+            &cache.tables_dev,
+            &per_seq,
             &wk,
             &wv,
             &cap,
+            &paged,
             &f16
         )
     }
@@ -459,6 +464,7 @@ impl CudaBackend {
             st.key_bound
                 .min(spec.window.unwrap_or(spec.capacity).min(spec.capacity) as u32),
         );
+        let per_seq = cache.tables.per_seq() as u32;
         let (splits, chunk) =
             grid::split_k(max_keys, (n_head * rows) as u32, self.device.sm_count, 64);
         let s = &self.stream;
@@ -487,6 +493,8 @@ impl CudaBackend {
             &part,
             &st.inputs.positions,
             &st.inputs.seqs,
+            &cache.tables_dev,
+            &per_seq,
             &nh,
             &nk,
             &hk32,
@@ -504,6 +512,12 @@ impl CudaBackend {
         }
         Ok(())
     }
+}
+
+pub(super) fn unmapped(layer: usize, seq: u32, pos: u32) -> BackendError {
+    BackendError::InvalidStep(format!(
+        "layer {layer}: sequence {seq} position {pos} has no KV block (its table does not map it)"
+    ))
 }
 
 /// Threads per attention block (keys per tile).

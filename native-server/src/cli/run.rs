@@ -115,6 +115,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             n_ctx: a.ctx,
             n_seq: 1,
             dtype: kv_dtype,
+            pool_tokens: None,
         },
         max_batch: 512,
     };

@@ -54,10 +54,15 @@ pub struct ServeArgs {
     /// Context length per sequence, in tokens.
     #[arg(long, default_value_t = 4096)]
     ctx: usize,
-    /// Sequences generated concurrently per model (KV-cache slots): a number, or `auto`: as
-    /// many as fit an eighth of the memory budget at full context, at most 16.
+    /// Sequences generated concurrently per model: a number (each with a full context in the
+    /// KV pool unless --kv-size is given), or `auto`: a pool of as many positions as fit an
+    /// eighth of the memory budget, shared by one sequence per 512 of them, at most 64.
     #[arg(long, default_value = "auto")]
     parallel: String,
+    /// Positions in each model's KV block pool, shared by its sequences (at least --ctx).
+    /// Default: sized by --parallel.
+    #[arg(long)]
+    kv_size: Option<usize>,
     /// Requests allowed to wait for a slot; beyond that, 429 with Retry-After.
     #[arg(long, default_value_t = 64)]
     queue: usize,
@@ -190,6 +195,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         backend: Arc::new(move || backend.create()),
         n_ctx: a.ctx,
         parallel,
+        kv_size: a.kv_size,
         batch: a.batch,
         queue: a.queue,
     };

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use weft_core::backend::{Backend, KvDtype};
+use weft_core::backend::{Backend, KvDtype, KV_BLOCK};
 use weft_core::chat::ChatTemplate;
 use weft_core::embed::Embedder;
 use weft_core::engine::EngineConfig;
@@ -29,6 +29,8 @@ pub struct LoadConfig {
     pub n_ctx: usize,
     /// Sequence slots per model: a number (`--parallel N`) or sized from each model.
     pub parallel: Slots,
+    /// Positions in each model's KV block pool (`--kv-size`); `None`: sized by `parallel`.
+    pub kv_size: Option<usize>,
     /// Most rows per engine step.
     pub batch: usize,
     /// Requests allowed to wait for a slot, per model.
@@ -38,31 +40,58 @@ pub struct LoadConfig {
 /// How many sequences a model decodes at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Slots {
+    /// `--parallel N`: N sequences, each with a full context in the pool unless `--kv-size`
+    /// says otherwise.
     Fixed(usize),
-    /// As many as fit `kv_budget` bytes of full-context KV cache, from 1 to [`AUTO_MAX_SLOTS`].
-    Auto {
-        kv_budget: u64,
-    },
+    /// A pool of as many positions as fit `kv_budget` bytes (from one context to
+    /// [`AUTO_MAX_SEQS`] of them), shared by one sequence per [`AUTO_TOKENS_PER_SEQ`] of it,
+    /// at most [`AUTO_MAX_SEQS`].
+    Auto { kv_budget: u64 },
 }
 
-/// The most slots `--parallel auto` gives a model: where a batched decode step of the CPU
-/// backend stops gaining (the GEMM kernels take over at 12 rows and are compute-bound by 16 on
-/// 2 cores), and as many as llama-server's usual `-np 16`.
-pub const AUTO_MAX_SLOTS: usize = 16;
+/// The most sequences `--parallel auto` runs at once (as many as vLLM-style servers commonly
+/// batch; past this a CPU or small GPU gains nothing from a wider decode step).
+pub const AUTO_MAX_SEQS: usize = 64;
 
-/// The share of the memory budget `--parallel auto` lets one model's cache take (every slot at
-/// full context).
+/// Pool positions `--parallel auto` plans per sequence: a short chat's prompt and answer.
+/// Longer ones still run (each may grow to the whole context); when the pool runs out the
+/// scheduler preempts the newest and feeds it again later.
+pub const AUTO_TOKENS_PER_SEQ: usize = 512;
+
+/// The share of the memory budget `--parallel auto` lets one model's KV pool take.
 pub const AUTO_KV_SHARE: u64 = 8;
 
+/// One model's concurrent sequences and KV block pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvPlan {
+    pub n_seq: usize,
+    /// Positions in the shared pool (at least one full context).
+    pub pool_tokens: usize,
+}
+
 impl Slots {
-    /// The slots for a model whose cache takes `kv_bytes_per_position` per position, at
-    /// `n_ctx` positions per slot.
-    pub fn for_model(self, kv_bytes_per_position: u64, n_ctx: usize) -> usize {
+    /// The plan for a model whose cache takes `kv_bytes_per_position` per position, at
+    /// `n_ctx` positions per sequence, with `kv_size` pool positions if the user chose them.
+    pub fn plan(self, kv_bytes_per_position: u64, n_ctx: usize, kv_size: Option<usize>) -> KvPlan {
         match self {
-            Slots::Fixed(n) => n,
+            // Whole blocks per sequence, so that N full contexts really fit.
+            Slots::Fixed(n) => KvPlan {
+                n_seq: n,
+                pool_tokens: kv_size
+                    .unwrap_or(n * n_ctx.next_multiple_of(KV_BLOCK))
+                    .max(n_ctx),
+            },
             Slots::Auto { kv_budget } => {
-                let per_slot = (kv_bytes_per_position * n_ctx as u64).max(1);
-                ((kv_budget / per_slot) as usize).clamp(1, AUTO_MAX_SLOTS)
+                let fit = kv_budget / kv_bytes_per_position.max(1);
+                let fit = usize::try_from(fit).unwrap_or(usize::MAX);
+                let pool = kv_size
+                    .unwrap_or_else(|| fit.clamp(n_ctx, AUTO_MAX_SEQS * n_ctx))
+                    .max(n_ctx);
+                let per_seq = AUTO_TOKENS_PER_SEQ.min(n_ctx);
+                KvPlan {
+                    n_seq: (pool / per_seq).clamp(1, AUTO_MAX_SEQS),
+                    pool_tokens: pool,
+                }
             }
         }
     }
@@ -82,10 +111,15 @@ pub struct Loaded {
 }
 
 impl LoadConfig {
+    /// The sequences and KV pool `facts`' model is loaded with.
+    pub fn plan(&self, facts: &Facts) -> KvPlan {
+        self.parallel
+            .plan(facts.kv_bytes_per_position(), self.n_ctx, self.kv_size)
+    }
+
     /// The sequence slots `facts`' model is loaded with.
     pub fn slots(&self, facts: &Facts) -> usize {
-        self.parallel
-            .for_model(facts.kv_bytes_per_position(), self.n_ctx)
+        self.plan(facts).n_seq
     }
 }
 
@@ -96,11 +130,13 @@ impl Loaded {
             return Self::load_encoder(facts, cfg);
         }
         let backend = (cfg.backend)()?;
+        let plan = cfg.plan(&facts);
         let engine_cfg = EngineConfig {
             kv: KvCacheConfig {
                 n_ctx: cfg.n_ctx,
-                n_seq: cfg.slots(&facts),
+                n_seq: plan.n_seq,
                 dtype: KvDtype::F16,
+                pool_tokens: Some(plan.pool_tokens),
             },
             max_batch: cfg.batch,
         };
@@ -193,36 +229,85 @@ mod tests {
     const QWEN_KV_PER_POSITION: u64 = 24 * 2 * 64 * 2 * 2;
 
     #[test]
-    fn auto_slots_fit_the_cache_budget_between_one_and_the_maximum() {
+    fn auto_sizes_the_pool_from_the_budget_and_runs_many_short_sequences() {
         let fixed = Slots::Fixed(3);
-        assert_eq!(fixed.for_model(QWEN_KV_PER_POSITION, 4096), 3);
-        let per_slot_4k = QWEN_KV_PER_POSITION * 4096; // 48 MiB
+        // A fixed count keeps a full context per sequence unless --kv-size says otherwise.
+        assert_eq!(
+            fixed.plan(QWEN_KV_PER_POSITION, 4096, None),
+            KvPlan {
+                n_seq: 3,
+                pool_tokens: 3 * 4096
+            }
+        );
+        assert_eq!(
+            fixed
+                .plan(QWEN_KV_PER_POSITION, 4096, Some(5000))
+                .pool_tokens,
+            5000
+        );
+        // A context that is not whole blocks still gets whole blocks per sequence.
+        assert_eq!(
+            fixed.plan(QWEN_KV_PER_POSITION, 100, None).pool_tokens,
+            3 * 128
+        );
+        // Never less than one full context.
+        assert_eq!(
+            fixed
+                .plan(QWEN_KV_PER_POSITION, 4096, Some(100))
+                .pool_tokens,
+            4096
+        );
         let auto = |budget: u64| Slots::Auto { kv_budget: budget };
-        // Whole slots only.
+        // 48 MiB holds 4096 positions of Qwen 0.5B: one context, shared by eight 512-token chats.
+        let ctx_bytes = QWEN_KV_PER_POSITION * 4096;
         assert_eq!(
-            auto(5 * per_slot_4k + per_slot_4k / 2).for_model(QWEN_KV_PER_POSITION, 4096),
-            5
+            auto(ctx_bytes).plan(QWEN_KV_PER_POSITION, 4096, None),
+            KvPlan {
+                n_seq: 8,
+                pool_tokens: 4096
+            }
         );
-        // A budget smaller than one slot still serves one sequence.
+        // Less than a context still gets one (a lone sequence must reach its --ctx).
         assert_eq!(
-            auto(per_slot_4k / 3).for_model(QWEN_KV_PER_POSITION, 4096),
-            1
+            auto(ctx_bytes / 3).plan(QWEN_KV_PER_POSITION, 4096, None),
+            KvPlan {
+                n_seq: 8,
+                pool_tokens: 4096
+            }
         );
-        assert_eq!(auto(0).for_model(QWEN_KV_PER_POSITION, 4096), 1);
-        // Plenty of memory: capped where batching stops gaining.
+        // A 16 GiB machine's default (an eighth of a 12 GiB budget, 1.5 GiB) holds 131072
+        // positions: 64 sequences, four times the 16 full-context slots it used to give.
+        let plan = auto((12u64 << 30) / AUTO_KV_SHARE).plan(QWEN_KV_PER_POSITION, 4096, None);
         assert_eq!(
-            auto(u64::MAX / 2).for_model(QWEN_KV_PER_POSITION, 4096),
-            AUTO_MAX_SLOTS
+            plan,
+            KvPlan {
+                n_seq: AUTO_MAX_SEQS,
+                pool_tokens: 131072
+            }
         );
-        // A shorter context gives more slots from the same budget.
-        let b = auto(4 * per_slot_4k);
-        assert_eq!(b.for_model(QWEN_KV_PER_POSITION, 4096), 4);
-        assert_eq!(b.for_model(QWEN_KV_PER_POSITION, 2048), 8);
-        // A 16 GiB machine's default (an eighth of a 12 GiB budget) gives Qwen 0.5B at 4096
-        // tokens the full sixteen slots.
-        let budget = (12u64 << 30) / AUTO_KV_SHARE;
-        assert_eq!(auto(budget).for_model(QWEN_KV_PER_POSITION, 4096), 16);
+        assert!(plan.pool_tokens < plan.n_seq * 4096);
+        // Plenty of memory: the pool stops at a full context for every sequence.
+        assert_eq!(
+            auto(u64::MAX / 2).plan(QWEN_KV_PER_POSITION, 4096, None),
+            KvPlan {
+                n_seq: AUTO_MAX_SEQS,
+                pool_tokens: AUTO_MAX_SEQS * 4096
+            }
+        );
+        // A context shorter than 512: one sequence per context of the same pool.
+        assert_eq!(
+            auto(ctx_bytes).plan(QWEN_KV_PER_POSITION, 256, None).n_seq,
+            16
+        );
+        // --kv-size wins over the budget.
+        assert_eq!(
+            auto(ctx_bytes).plan(QWEN_KV_PER_POSITION, 4096, Some(2048 * 5)),
+            KvPlan {
+                n_seq: 20,
+                pool_tokens: 10240
+            }
+        );
         // A model with no KV (an encoder) does not divide by zero.
-        assert_eq!(auto(1 << 30).for_model(0, 4096), AUTO_MAX_SLOTS);
+        assert_eq!(auto(1 << 30).plan(0, 4096, None).n_seq, AUTO_MAX_SEQS);
     }
 }

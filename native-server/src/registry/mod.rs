@@ -173,10 +173,10 @@ impl Registry {
         f(&mut self.lock().catalog)
     }
 
-    /// KV positions a model holds (context × slots), for its memory estimate: every slot at
-    /// full context, the most its cache can become.
+    /// KV positions a model holds, for its memory estimate: its whole block pool, the most
+    /// its cache can become.
     fn positions(&self, facts: &Facts) -> u64 {
-        (self.cfg.load.n_ctx * self.cfg.load.slots(facts)) as u64
+        self.cfg.load.plan(facts).pool_tokens as u64
     }
 
     /// Takes a lease on `requested` (or the default model), loading it first if needed.

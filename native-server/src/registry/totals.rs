@@ -58,6 +58,7 @@ impl Totals {
         t.kv_used += c.kv_used;
         t.kv_capacity += c.kv_capacity;
         t.steps += c.steps;
+        t.preemptions += c.preemptions;
         add_histogram(&mut self.ttft, o.ttft.clone());
         add_histogram(&mut self.inter_token, o.inter_token.clone());
         add_histogram(&mut self.e2e, o.e2e.clone());

@@ -7,9 +7,13 @@ use half::slice::HalfFloatSliceExt;
 
 use super::attn_kernels;
 use super::pool::{PhaseBarrier, ThreadPool};
-use crate::backend::{BackendError, KvCacheSpec, KvDtype, KvLayerSpec, Result};
+use crate::backend::{
+    BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+};
 
-/// Cached keys or values of one layer: `[n_seq][capacity][n_kv_head · head_dim]`.
+/// Cached keys or values of one layer, `[positions][n_kv_head · head_dim]`: the pool's
+/// `n_blocks · KV_BLOCK` positions for a full-attention layer, `n_seq · capacity` ring
+/// positions for a sliding-window one.
 enum Store {
     F16(Vec<f16>),
     F32(Vec<f32>),
@@ -49,11 +53,23 @@ struct Layer {
     v: Store,
 }
 
-/// A whole cache: every layer, every sequence slot.
+impl Layer {
+    /// Storage position of `seq`'s position `pos`: its ring slot, or its place in the pool
+    /// block the table maps (None when unmapped).
+    fn slot(&self, tables: &BlockTables, seq: usize, pos: usize) -> Option<usize> {
+        match self.spec.window {
+            Some(_) => Some(seq * self.spec.capacity + pos % self.spec.capacity),
+            None => tables.slot(seq, pos),
+        }
+    }
+}
+
+/// A whole cache: every layer, every sequence slot, and the block tables.
 pub struct KvStorage {
     n_seq: usize,
     dtype: KvDtype,
     layers: Vec<Layer>,
+    tables: BlockTables,
 }
 
 impl KvStorage {
@@ -70,7 +86,10 @@ impl KvStorage {
             .map(|l| {
                 let per_pos_k = l.n_kv_head * l.head_dim_k;
                 let per_pos_v = l.n_kv_head * l.head_dim_v;
-                let slots = spec.n_seq * l.capacity;
+                let slots = match l.window {
+                    Some(_) => spec.n_seq * l.capacity,
+                    None => spec.n_blocks() * KV_BLOCK,
+                };
                 Layer {
                     spec: l.clone(),
                     k: Store::new(spec.dtype, slots * per_pos_k),
@@ -82,7 +101,13 @@ impl KvStorage {
             n_seq: spec.n_seq,
             dtype: spec.dtype,
             layers,
+            tables: BlockTables::new(spec),
         })
+    }
+
+    /// Replaces one sequence's block table.
+    pub fn set_table(&mut self, seq: u32, table: &[u32]) -> Result<()> {
+        self.tables.set(seq, table)
     }
 
     fn layer(&self, layer: usize) -> Result<&Layer> {
@@ -124,7 +149,9 @@ impl KvStorage {
                     capacity: cap,
                 });
             }
-            let slot = seq as usize * cap + pos as usize % cap;
+            let slot = l
+                .slot(&self.tables, seq as usize, pos as usize)
+                .ok_or_else(|| unmapped(layer, seq, pos))?;
             l.k.write(slot * wk, &k[r * wk..(r + 1) * wk]);
             l.v.write(slot * wv, &v[r * wv..(r + 1) * wv]);
         }
@@ -168,11 +195,17 @@ impl KvStorage {
                     "layer {layer}: sequence {seq} position {pos} is outside the cache"
                 )));
             }
+            // Tables are mapped from their start, so a mapped last position means every
+            // position the row attends to is.
+            if l.slot(&self.tables, seq as usize, pos as usize).is_none() {
+                return Err(unmapped(layer, seq, pos));
+            }
         }
         let group = n_head / n_kv;
         let nth = pool.n_threads();
         let job = Job {
             layer: l,
+            tables: &self.tables,
             q,
             n_head,
             group,
@@ -246,6 +279,7 @@ const SPLIT_DIMS: usize = 64;
 /// One `attend` call: the inputs every task reads.
 struct Job<'a> {
     layer: &'a Layer,
+    tables: &'a BlockTables,
     q: &'a [f32],
     n_head: usize,
     group: usize,
@@ -343,7 +377,8 @@ impl Job<'_> {
         };
         dst.resize(n * nd, 0.0);
         for (i, row) in dst.chunks_exact_mut(nd).enumerate() {
-            let slot = b.seq * s.capacity + (p0 + i) % s.capacity;
+            // Checked mapped before the job started.
+            let slot = self.layer.slot(self.tables, b.seq, p0 + i).unwrap_or(0);
             store.read((slot * s.n_kv_head + kvh) * hd + d0, row);
         }
     }
@@ -536,6 +571,12 @@ impl Job<'_> {
             }
         });
     }
+}
+
+fn unmapped(layer: usize, seq: u32, pos: u32) -> BackendError {
+    BackendError::InvalidStep(format!(
+        "layer {layer}: sequence {seq} position {pos} has no KV block (its table does not map it)"
+    ))
 }
 
 /// Cached positions visible from `pos`: from the window start (or 0) to `pos`.

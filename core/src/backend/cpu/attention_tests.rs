@@ -45,6 +45,7 @@ impl Case {
             }],
             n_seq,
             dtype: self.dtype,
+            pool_blocks: None,
         }
     }
 }

@@ -164,6 +164,13 @@ impl Backend for CpuBackend {
         Ok(KvCacheId(self.caches.len() as u32 - 1))
     }
 
+    fn set_block_table(&mut self, kv: KvCacheId, seq: u32, table: &[u32]) -> Result<()> {
+        self.caches
+            .get_mut(kv.0 as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))?
+            .set_table(seq, table)
+    }
+
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
         graph.check_batch(batch)?;
         // Free every buffer of the previous step, then hand them out again by liveness: a

@@ -1,7 +1,12 @@
 //! The key/value cache in GPU memory: per layer, one key and one value buffer of
-//! `[n_seq][capacity][n_kv_head · head_dim]` elements (f16 pairs packed in u32 words, or f32).
+//! `[positions][n_kv_head · head_dim]` elements (f16 pairs packed in u32 words, or f32) — the
+//! shared pool's `n_blocks · KV_BLOCK` positions for a full-attention layer, `n_seq · capacity`
+//! ring positions for a sliding-window one — and the block tables the kernels map positions
+//! through.
 
-use crate::backend::{BackendError, KvCacheSpec, KvDtype, KvLayerSpec, Result};
+use crate::backend::{
+    BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+};
 
 pub(super) struct GpuLayer {
     pub spec: KvLayerSpec,
@@ -13,6 +18,10 @@ pub(super) struct GpuKvCache {
     pub n_seq: usize,
     pub dtype: KvDtype,
     pub layers: Vec<GpuLayer>,
+    /// The host copy of the tables, to check steps against.
+    pub tables: BlockTables,
+    /// The tables as the kernels read them, `[n_seq][per_seq]`.
+    pub table_buf: wgpu::Buffer,
 }
 
 impl GpuKvCache {
@@ -35,7 +44,10 @@ impl GpuKvCache {
                     "layer {i}: key/value widths must be even for the GPU cache"
                 )));
             }
-            let slots = (spec.n_seq * l.capacity) as u64;
+            let slots = match l.window {
+                Some(_) => spec.n_seq * l.capacity,
+                None => spec.n_blocks() * KV_BLOCK,
+            } as u64;
             let make = |w: u64, what: &str| -> Result<wgpu::Buffer> {
                 let size = (slots * w * elem).max(4);
                 if size > max_binding {
@@ -57,10 +69,41 @@ impl GpuKvCache {
                 v: make(wv, "value")?,
             });
         }
-        Ok(GpuKvCache {
+        let tables = BlockTables::new(spec);
+        let table_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("block tables"),
+            size: (tables.ids().len() as u64 * 4).max(4),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let c = GpuKvCache {
             n_seq: spec.n_seq,
             dtype: spec.dtype,
             layers,
-        })
+            tables,
+            table_buf,
+        };
+        Ok(c)
+    }
+
+    /// Replaces one sequence's table and queues its upload (ahead of any later step).
+    pub fn set_table(&mut self, queue: &wgpu::Queue, seq: u32, table: &[u32]) -> Result<()> {
+        self.tables.set(seq, table)?;
+        let per = self.tables.per_seq();
+        let row = &self.tables.ids()[seq as usize * per..][..per];
+        if !row.is_empty() {
+            let bytes: Vec<u8> = row.iter().flat_map(|b| b.to_le_bytes()).collect();
+            queue.write_buffer(&self.table_buf, (seq as usize * per * 4) as u64, &bytes);
+        }
+        Ok(())
+    }
+
+    /// Uploads every table (once, after creation).
+    pub fn upload_tables(&self, queue: &wgpu::Queue) {
+        let ids = self.tables.ids();
+        if !ids.is_empty() {
+            let bytes: Vec<u8> = ids.iter().flat_map(|b| b.to_le_bytes()).collect();
+            queue.write_buffer(&self.table_buf, 0, &bytes);
+        }
     }
 }

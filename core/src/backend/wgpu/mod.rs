@@ -247,8 +247,17 @@ impl Backend for WgpuBackend {
             spec,
             self.gpu.limits.max_storage_buffer_binding_size,
         )?;
+        c.upload_tables(&self.gpu.queue);
         self.caches.push(c);
         Ok(KvCacheId(self.caches.len() as u32 - 1))
+    }
+
+    fn set_block_table(&mut self, kv: KvCacheId, seq: u32, table: &[u32]) -> Result<()> {
+        let queue = &self.gpu.queue;
+        self.caches
+            .get_mut(kv.0 as usize)
+            .ok_or_else(|| super::BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))?
+            .set_table(queue, seq, table)
     }
 
     #[cfg(not(target_arch = "wasm32"))]

@@ -533,6 +533,9 @@ impl<'a> Recorder<'a> {
                             capacity: s.capacity,
                         });
                     }
+                    if s.window.is_none() && c.tables.slot(seq as usize, pos as usize).is_none() {
+                        return Err(unmapped(*layer, seq, pos));
+                    }
                 }
                 let kernel = match c.dtype {
                     KvDtype::F16 => Kernel::KvStoreF16,
@@ -545,8 +548,18 @@ impl<'a> Recorder<'a> {
                     self.seqs.clone(),
                     l.k.clone(),
                     l.v.clone(),
+                    c.table_buf.clone(),
                 ];
-                let p = [n_tok as u32, wk as u32, wv as u32, s.capacity as u32];
+                let p = [
+                    n_tok as u32,
+                    wk as u32,
+                    wv as u32,
+                    s.capacity as u32,
+                    s.window.is_none() as u32,
+                    c.tables.per_seq() as u32,
+                    0,
+                    0,
+                ];
                 let groups = ((wk.max(wv) / 2).div_ceil(64) as u32, n_tok as u32, 1);
                 self.dispatch(kernel, bufs, &p, groups);
             }
@@ -572,14 +585,19 @@ impl<'a> Recorder<'a> {
                         "layer {layer}: the GPU attention kernel takes heads of at most 256 elements"
                     )));
                 }
-                for &pos in self.batch.positions {
+                for (&pos, &seq) in self.batch.positions.iter().zip(self.batch.seqs) {
                     let span = s
                         .window
                         .map_or(pos as usize + 1, |w| w.min(pos as usize + 1));
-                    if span > s.capacity {
+                    if span > s.capacity || seq as usize >= c.n_seq {
                         return Err(invalid(format!(
-                            "layer {layer}: position {pos} is outside the cache"
+                            "layer {layer}: sequence {seq} position {pos} is outside the cache"
                         )));
+                    }
+                    // Tables are mapped from their start: a mapped last position means every
+                    // position the row attends to is.
+                    if s.window.is_none() && c.tables.slot(seq as usize, pos as usize).is_none() {
+                        return Err(unmapped(*layer, seq, pos));
                     }
                 }
                 let kernel = match c.dtype {
@@ -601,10 +619,19 @@ impl<'a> Recorder<'a> {
                     n_tok as u32,
                     gx,
                     0,
-                    0,
+                    c.tables.per_seq() as u32,
                     0,
                 ];
-                let bufs = vec![q, lk, lv, self.positions.clone(), self.seqs.clone(), out];
+                let tables = c.table_buf.clone();
+                let bufs = vec![
+                    q,
+                    lk,
+                    lv,
+                    self.positions.clone(),
+                    self.seqs.clone(),
+                    out,
+                    tables,
+                ];
                 self.dispatch(kernel, bufs, &p, (gx, gy, 1));
             }
             Op::Add { a, b } => self.binary(i, 0, *a, *b, rows * cols)?,
@@ -1095,4 +1122,10 @@ pub(super) fn collect_mapped(
         out.push(shape.assemble(vals, idv));
     }
     Ok(out)
+}
+
+fn unmapped(layer: usize, seq: u32, pos: u32) -> BackendError {
+    BackendError::InvalidStep(format!(
+        "layer {layer}: sequence {seq} position {pos} has no KV block (its table does not map it)"
+    ))
 }

@@ -207,7 +207,7 @@ async fn metrics(State(st): State<Shared>) -> Response {
             &mut out,
             "weft:kv_cache_usage_perc",
             "gauge",
-            "Fraction of KV-cache positions holding tokens (0-1).",
+            "Fraction of the KV pool's blocks held by sequences (0-1).",
             usage,
         );
         metric(
@@ -258,6 +258,13 @@ async fn metrics(State(st): State<Shared>) -> Response {
             "counter",
             "Engine steps run.",
             s.steps as f64,
+        );
+        metric(
+            &mut out,
+            "weft:num_preemptions_total",
+            "counter",
+            "Running requests whose KV blocks were taken back (they are fed again later).",
+            s.preemptions as f64,
         );
         histogram(
             &mut out,
