@@ -170,3 +170,85 @@ fn an_exhausted_pool_is_a_typed_error_and_changes_nothing() {
     e.prefill(b, &tokens(5, 2)).unwrap();
     assert_eq!(e.seqs().table(b).unwrap().len(), 1);
 }
+
+/// A sequence that starts from a copy of another's cached prefix, then takes the rest of its
+/// prompt and decodes, gives bit-identical logits to one that computed the whole prompt. The
+/// engine's batch is small so that, on Gemma 3, the prefix is longer than a sliding layer's
+/// ring and the copy wraps around it.
+fn a_copied_prefix_gives_the_logits_of_computing_it(key: &str, prefix: usize) {
+    let Some(path) = model_path(key) else {
+        return;
+    };
+    let file = Arc::new(ModelFile::open(&path).unwrap());
+    let cfg = EngineConfig {
+        kv: KvCacheConfig {
+            n_ctx: 1024,
+            n_seq: 3,
+            dtype: KvDtype::F16,
+            pool_tokens: Some(3 * 1024),
+        },
+        max_batch: 16,
+    };
+    let mut e = Engine::load(
+        file.clone(),
+        Box::new(CpuBackend::new(2)),
+        cfg,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let (donor, copy, fresh) = (
+        e.new_sequence().unwrap(),
+        e.new_sequence().unwrap(),
+        e.new_sequence().unwrap(),
+    );
+    let start = tokens(prefix, 5);
+    let rest = tokens(20, 6);
+    // The donor holds the prefix and then a few tokens of its own (which the copy leaves out).
+    let mut donor_tokens = start.clone();
+    donor_tokens.extend(tokens(5, 7));
+    e.prefill(donor, &donor_tokens).unwrap();
+    // Something in the copy's slot before, which the copy replaces.
+    e.prefill(copy, &tokens(30, 8)).unwrap();
+
+    let mut whole = start.clone();
+    whole.extend(&rest);
+    let decode = |e: &mut Engine, seq: u32, first: Vec<f32>| {
+        let mut out = vec![first];
+        for _ in 0..5 {
+            let t = argmax(out.last().unwrap());
+            out.push(e.decode(seq, t).unwrap());
+        }
+        out
+    };
+    let first = e.prefill(fresh, &whole).unwrap();
+    let want = decode(&mut e, fresh, first);
+
+    e.copy_prefix(donor, copy, prefix).unwrap();
+    assert_eq!(e.seqs().len(copy).unwrap(), prefix);
+    let first = e.prefill(copy, &rest).unwrap();
+    let got = decode(&mut e, copy, first);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g.iter().zip(w).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{key}: step {i} after a copied prefix differs"
+        );
+    }
+
+    // Refused copies change nothing.
+    let held = e.seqs().len(copy).unwrap();
+    assert!(e.copy_prefix(donor, donor, 3).is_err());
+    assert!(e.copy_prefix(donor, copy, donor_tokens.len() + 1).is_err());
+    assert_eq!(e.seqs().len(copy).unwrap(), held);
+    assert_eq!(e.seqs().len(donor).unwrap(), donor_tokens.len());
+}
+
+#[test]
+fn smollm2_a_copied_prefix_gives_the_logits_of_computing_it() {
+    a_copied_prefix_gives_the_logits_of_computing_it("smollm2", 150);
+}
+
+/// 600 positions: past the sliding layers' ring of 512 + 16.
+#[test]
+fn gemma3_a_copied_prefix_gives_the_logits_of_computing_it() {
+    a_copied_prefix_gives_the_logits_of_computing_it("gemma3", 600);
+}

@@ -297,3 +297,66 @@ fn session_and_scheduler_agree_on_sampling_stops_and_json() {
     handle.shutdown();
     runner.join().unwrap();
 }
+
+/// A request whose prompt starts like a running sequence's tokens starts from a copy of that
+/// sequence's cache (in another slot) and gives the same tokens as a fresh run.
+#[test]
+fn a_shared_prompt_start_is_copied_from_a_running_sequence() {
+    let Some(path) = model_path("smollm2") else {
+        return;
+    };
+    let file = Arc::new(ModelFile::open(&path).unwrap());
+    let tok = Arc::new(Tokenizer::from_gguf(&file.gguf).unwrap());
+    let system = "You are a careful assistant who answers in one short sentence. ";
+    let first = tok.encode(&format!("{system}Name a colour."), true, false);
+    let second = tok.encode(&format!("{system}Name a planet."), true, false);
+    let shared = first
+        .iter()
+        .zip(&second)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(shared > 10, "the prompts share only {shared} tokens");
+    const N: usize = 8;
+
+    let backend = Box::new(CpuBackend::new(2));
+    let mut m1 = LoadedModel::from_file(file.clone(), backend, config(1), &mut |_, _| {}).unwrap();
+    let mut s1 = m1.session().unwrap();
+    let alone = generate_alone(&mut m1, &mut s1, &second, N);
+    drop(m1);
+
+    let (sched, handle) = Scheduler::new(
+        engine(&file, 2),
+        tok.clone(),
+        SchedulerConfig {
+            queue: 4,
+            step_tokens: 64,
+        },
+    )
+    .unwrap();
+    let runner = std::thread::spawn(move || sched.run());
+    let (tx, rx_first) = mpsc::channel();
+    handle.submit(request(first.clone(), 40, tx)).unwrap();
+    // Once the first request streams, its prompt is in its cache.
+    let mut first_ids = Vec::new();
+    for e in rx_first.iter() {
+        match e {
+            Event::Delta { tokens, .. } if !tokens.is_empty() => {
+                first_ids.extend(tokens.iter().map(|t| t.id));
+                break;
+            }
+            Event::Failed(m) => panic!("failed: {m}"),
+            _ => {}
+        }
+    }
+    let (tx, rx) = mpsc::channel();
+    handle.submit(request(second.clone(), N, tx)).unwrap();
+    let (ids, s) = drain(rx);
+    assert_eq!(s.cached_tokens, shared, "{s:?}");
+    assert_eq!(ids, alone, "the copied prefix changed the result");
+    let (rest, s_first) = drain(rx_first);
+    assert_eq!(first_ids.len() + rest.len(), s_first.completion_tokens);
+    let st = handle.stats().snapshot();
+    assert_eq!((st.prefix_copies, st.prefix_cache_hits), (1, 1));
+    handle.shutdown();
+    runner.join().unwrap();
+}

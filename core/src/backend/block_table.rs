@@ -103,6 +103,72 @@ impl BlockTables {
     }
 }
 
+/// One contiguous run of a prefix copy ([`copy_runs`]): `len` positions from storage position
+/// `src` to storage position `dst` of one layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyRun {
+    pub src: usize,
+    pub dst: usize,
+    pub len: usize,
+}
+
+/// Where a copy of sequence `src`'s positions `0..n` to sequence `dst` reads and writes in one
+/// layer's storage, as runs of consecutive storage positions: pool blocks through the tables
+/// for a full-attention layer (`ring: None`); for a sliding-window layer with a ring of `ring`
+/// positions per sequence, the ring slots of the last `ring` positions (older ones are
+/// overwritten and never attended). Every backend copies with these runs, so they agree on
+/// what a copy means. Fails when a position is not mapped in either table; the caller checks
+/// that both sequence slots exist.
+pub fn copy_runs(
+    tables: &BlockTables,
+    ring: Option<usize>,
+    src: u32,
+    dst: u32,
+    n: usize,
+) -> Result<Vec<CopyRun>> {
+    if src == dst {
+        return Err(BackendError::InvalidStep(format!(
+            "cannot copy sequence {src} onto itself"
+        )));
+    }
+    let mut runs = Vec::new();
+    match ring {
+        Some(cap) => {
+            let mut p = n.saturating_sub(cap);
+            while p < n {
+                let at = p % cap;
+                let len = (cap - at).min(n - p);
+                runs.push(CopyRun {
+                    src: src as usize * cap + at,
+                    dst: dst as usize * cap + at,
+                    len,
+                });
+                p += len;
+            }
+        }
+        None => {
+            let mut p = 0;
+            while p < n {
+                let len = (KV_BLOCK - p % KV_BLOCK).min(n - p);
+                let (Some(s), Some(d)) =
+                    (tables.slot(src as usize, p), tables.slot(dst as usize, p))
+                else {
+                    return Err(BackendError::InvalidStep(format!(
+                        "position {p} of sequence {src} or {dst} has no block to copy"
+                    )));
+                };
+                runs.push(CopyRun {
+                    src: s,
+                    dst: d,
+                    len,
+                });
+                p += len;
+            }
+        }
+    }
+    Ok(runs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +187,33 @@ mod tests {
             dtype: KvDtype::F32,
             pool_blocks: pool,
         }
+    }
+
+    #[test]
+    fn copy_runs_follow_blocks_and_wrap_rings() {
+        let mut t = BlockTables::new(&spec(Some(6)));
+        t.set(0, &[4, 1]).unwrap();
+        t.set(1, &[0, 5]).unwrap();
+        let run = |src, dst, len| CopyRun { src, dst, len };
+        assert_eq!(
+            copy_runs(&t, None, 0, 1, 70).unwrap(),
+            vec![
+                run(4 * KV_BLOCK, 0, KV_BLOCK),
+                run(KV_BLOCK, 5 * KV_BLOCK, 6)
+            ]
+        );
+        // Past the mapped blocks, or onto itself: refused.
+        assert!(copy_runs(&t, None, 0, 1, 129).is_err());
+        assert!(copy_runs(&t, None, 1, 1, 1).is_err());
+        // A ring of 10: the last 10 positions of 23 (13..23) sit at 3..10 then 0..3.
+        assert_eq!(
+            copy_runs(&t, Some(10), 2, 0, 23).unwrap(),
+            vec![run(23, 3, 7), run(20, 0, 3)]
+        );
+        assert_eq!(
+            copy_runs(&t, Some(10), 0, 1, 4).unwrap(),
+            vec![run(0, 10, 4)]
+        );
     }
 
     #[test]

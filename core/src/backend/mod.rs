@@ -21,7 +21,7 @@ pub mod wgpu;
 
 use std::sync::Arc;
 
-pub use block_table::{BlockTables, KV_BLOCK, NO_BLOCK};
+pub use block_table::{copy_runs, BlockTables, CopyRun, KV_BLOCK, NO_BLOCK};
 pub use graph::{Graph, Node, Op, PoolMode, RowIndex, SeqSpan, TensorId};
 pub use pending::{PendingStep, StepFuture};
 pub use registry::{
@@ -211,6 +211,19 @@ pub trait Backend: Send {
         let _ = (kv, seq, table);
         Err(BackendError::Unsupported(format!(
             "the {} backend has no paged KV cache",
+            self.name()
+        )))
+    }
+
+    /// Copies sequence slot `src`'s keys and values at positions `0..n` into slot `dst` (whose
+    /// table must already map them), every layer: a prompt that shares its start with another
+    /// sequence's tokens takes that part of its cache instead of computing it again. Runs
+    /// after every step already submitted and before any later one. The layout of each copy
+    /// is [`copy_runs`]'s.
+    fn copy_prefix(&mut self, kv: KvCacheId, src: u32, dst: u32, n: usize) -> Result<()> {
+        let _ = (kv, src, dst, n);
+        Err(BackendError::Unsupported(format!(
+            "the {} backend cannot copy a cached prefix",
             self.name()
         )))
     }

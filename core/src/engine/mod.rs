@@ -134,6 +134,31 @@ impl Engine {
         Ok(self.seqs.truncate(seq, len)?)
     }
 
+    /// Starts sequence `dst` with the first `n` cached positions of sequence `src` (what it
+    /// held before is forgotten): a prompt sharing its start with another sequence's tokens
+    /// takes their keys and values instead of computing them. The caller keeps `n` within
+    /// what a sliding-window layer still holds of `src` ([`Engine::rewind_limit`]). A refused
+    /// request changes nothing; a copy that fails leaves `dst` empty.
+    pub fn copy_prefix(&mut self, src: u32, dst: u32, n: usize) -> Result<(), EngineError> {
+        let held = self.seqs.len(src)?;
+        if n > held || src == dst {
+            return Err(EngineError::Invalid(format!(
+                "cannot copy {n} positions of sequence {src} (it holds {held}) to sequence {dst}"
+            )));
+        }
+        self.seqs.truncate(dst, 0)?;
+        self.seqs.advance(dst, n)?;
+        let copied = self
+            .send_tables()
+            .and_then(|_| Ok(self.backend.copy_prefix(self.kv, src, dst, n)?));
+        if copied.is_err() {
+            self.seqs.truncate(dst, 0)?;
+            // The backend may hold part of the update: send every table again next time.
+            self.seqs.mark_all_changed();
+        }
+        copied
+    }
+
     /// Runs one step: every row's token is appended to its sequence (in row order). Returns the
     /// logits of the rows with `logits` set, in row order.
     pub fn step(&mut self, rows: &[Row]) -> Result<Vec<Vec<f32>>, EngineError> {

@@ -78,7 +78,7 @@ impl Engine {
     }
 
     /// Tells the backend every block table that changed since the last step.
-    fn send_tables(&mut self) -> Result<(), EngineError> {
+    pub(super) fn send_tables(&mut self) -> Result<(), EngineError> {
         for s in self.seqs.take_changed() {
             self.backend
                 .set_block_table(self.kv, s, self.seqs.table(s)?)?;

@@ -10,7 +10,7 @@ use super::request::{Event, Failure, Finish, Request};
 use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
-use crate::backend::KV_BLOCK;
+use crate::backend::{BackendError, KV_BLOCK};
 use crate::engine::{Engine, EngineError, Row};
 use crate::generation::SequenceState;
 use crate::sampler::TokenTexts;
@@ -125,6 +125,18 @@ pub struct Scheduler {
     clock: u64,
     /// Token texts for constrained decoding, built on the first request that needs them.
     texts: Option<Arc<TokenTexts>>,
+    /// Whether a new sequence may start from a copy of another slot's cached prefix (false
+    /// once the backend said it cannot copy).
+    copy_prefixes: bool,
+}
+
+/// Where a sequence starts ([`Scheduler::place`]).
+struct Place {
+    slot: usize,
+    /// Cached tokens of the slot's own cache it keeps.
+    reuse: usize,
+    /// Another slot and how many of its cached positions to copy, when that is longer.
+    donor: Option<(usize, usize)>,
 }
 
 impl Scheduler {
@@ -169,6 +181,7 @@ impl Scheduler {
                 closing: false,
                 clock: 0,
                 texts: None,
+                copy_prefixes: true,
             },
             handle,
         ))
@@ -221,36 +234,37 @@ impl Scheduler {
     /// while the block pool has room for what each must feed.
     fn admit(&mut self) {
         while let Some(s) = self.preempted.front() {
-            let Some((slot, reuse)) = slots::choose(&self.slots, &s.feed, self.rewind_limit) else {
+            let Some(place) = self.place(&s.feed) else {
                 return;
             };
-            if !self.make_room_for(slot, reuse, s.feed.len()) {
+            if !self.make_room_for(&place, s.feed.len()) {
                 return;
             }
             let Some(mut s) = self.preempted.pop_front() else {
                 return;
             };
-            if let Err(e) = self.engine.truncate(slot as u32, reuse) {
-                self.stats.requests_failed.fetch_add(1, Relaxed);
-                s.req
-                    .sink
-                    .send(Event::Failed(Failure::Engine(e.to_string())));
-                continue;
-            }
-            self.slots[slot].cached.truncate(reuse);
-            self.slots[slot].busy = true;
-            s.slot = slot;
+            let reuse = match self.start_slot(&place) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.stats.requests_failed.fetch_add(1, Relaxed);
+                    s.req
+                        .sink
+                        .send(Event::Failed(Failure::Engine(e.to_string())));
+                    continue;
+                }
+            };
+            self.slots[place.slot].busy = true;
+            s.slot = place.slot;
             s.fed = reuse;
             self.active.push(s);
         }
         while let Some((req, _, _)) = self.waiting.front() {
-            let Some((slot, reuse)) = slots::choose(&self.slots, &req.prompt, self.rewind_limit)
-            else {
+            let Some(place) = self.place(&req.prompt) else {
                 return;
             };
             // A prompt too long for any context is refused below, whatever the pool holds.
             let len = req.prompt.len().min(self.engine.config().kv.n_ctx - 1);
-            if !self.make_room_for(slot, reuse, len) {
+            if !self.make_room_for(&place, len) {
                 return;
             }
             let Some((mut req, submitted, _)) = self.waiting.pop_front() else {
@@ -278,14 +292,16 @@ impl Scheduler {
                     continue;
                 }
             };
-            if let Err(e) = self.engine.truncate(slot as u32, reuse) {
-                self.stats.requests_failed.fetch_add(1, Relaxed);
-                req.sink.send(Event::Failed(Failure::Engine(e.to_string())));
-                continue;
-            }
-            let s = &mut self.slots[slot];
-            s.cached.truncate(reuse);
-            s.busy = true;
+            let reuse = match self.start_slot(&place) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.stats.requests_failed.fetch_add(1, Relaxed);
+                    req.sink.send(Event::Failed(Failure::Engine(e.to_string())));
+                    continue;
+                }
+            };
+            let slot = place.slot;
+            self.slots[slot].busy = true;
             let st = &self.stats;
             st.requests_started.fetch_add(1, Relaxed);
             st.cached_prompt_tokens.fetch_add(reuse as u64, Relaxed);
@@ -304,6 +320,46 @@ impl Scheduler {
                 self.release(slot, Finish::Cancelled);
             }
         }
+    }
+
+    /// Where `tokens` would start: a free slot and how much of its own cache it keeps, and
+    /// another slot (running or idle) whose cache shares a longer start, to copy from.
+    fn place(&self, tokens: &[u32]) -> Option<Place> {
+        let (slot, reuse) = slots::choose(&self.slots, tokens, self.rewind_limit)?;
+        let donor = self
+            .copy_prefixes
+            .then(|| slots::donor(&self.slots, slot, tokens, self.rewind_limit))
+            .flatten()
+            .filter(|&(_, n)| n > reuse);
+        Some(Place { slot, reuse, donor })
+    }
+
+    /// Fills the slot of `place` with the cached start it chose and returns how many positions
+    /// that is. A copy the backend cannot make falls back to an empty slot (and, when the
+    /// backend cannot copy at all, copies are not tried again).
+    fn start_slot(&mut self, place: &Place) -> Result<usize, EngineError> {
+        let slot = place.slot;
+        if let Some((from, n)) = place.donor {
+            match self.engine.copy_prefix(from as u32, slot as u32, n) {
+                Ok(()) => {
+                    let start = self.slots[from].cached[..n].to_vec();
+                    self.slots[slot].cached = start;
+                    self.stats.prefix_copies.fetch_add(1, Relaxed);
+                    return Ok(n);
+                }
+                Err(e) => {
+                    if matches!(e, EngineError::Backend(BackendError::Unsupported(_))) {
+                        self.copy_prefixes = false;
+                    }
+                    self.engine.truncate(slot as u32, 0)?;
+                    self.slots[slot].cached.clear();
+                    return Ok(0);
+                }
+            }
+        }
+        self.engine.truncate(slot as u32, place.reuse)?;
+        self.slots[slot].cached.truncate(place.reuse);
+        Ok(place.reuse)
     }
 
     /// Tells each waiting request its place in the queue (1: next) when it changed.
@@ -332,20 +388,27 @@ impl Scheduler {
         }
     }
 
-    /// Whether slot `slot`, keeping `reuse` cached tokens, can take `len` tokens and one more
-    /// without touching what running sequences still need; frees the caches of idle slots
-    /// (least recently used first) to make it so.
-    fn make_room_for(&mut self, slot: usize, reuse: usize, len: usize) -> bool {
+    /// Whether the slot of `place`, keeping the cached start it chose, can take `len` tokens
+    /// and one more without touching what running sequences still need; frees the caches of
+    /// idle slots (least recently used first, never the slot's own or the one it copies from)
+    /// to make it so.
+    fn make_room_for(&mut self, place: &Place, len: usize) -> bool {
+        let slot = place.slot;
+        // A copy empties the slot first; its own prefix keeps its blocks.
+        let kept = match place.donor {
+            Some(_) => 0,
+            None => place.reuse.div_ceil(KV_BLOCK),
+        };
+        let keep = [Some(slot), place.donor.map(|d| d.0)];
         loop {
             let seqs = self.engine.seqs();
-            let kept = reuse.div_ceil(KV_BLOCK);
             let held = seqs.held_blocks(slot as u32).unwrap_or(0);
             let need = (len + 1).div_ceil(KV_BLOCK).saturating_sub(kept);
             let free = seqs.free_blocks() + held.saturating_sub(kept);
             if need + self.committed() <= free {
                 return true;
             }
-            if !self.drop_idle_cache(Some(slot)) {
+            if !self.drop_idle_cache(&keep) {
                 return false;
             }
         }
@@ -365,13 +428,13 @@ impl Scheduler {
     }
 
     /// Forgets the cache of the least recently used idle slot that holds blocks (other than
-    /// `keep`); false when there is none.
-    fn drop_idle_cache(&mut self, keep: Option<usize>) -> bool {
+    /// those in `keep`); false when there is none.
+    fn drop_idle_cache(&mut self, keep: &[Option<usize>]) -> bool {
         let victim = self
             .slots
             .iter()
             .enumerate()
-            .filter(|&(i, s)| !s.busy && !s.cached.is_empty() && Some(i) != keep)
+            .filter(|&(i, s)| !s.busy && !s.cached.is_empty() && !keep.contains(&Some(i)))
             .min_by_key(|(_, s)| s.last_used)
             .map(|(i, _)| i);
         let Some(i) = victim else {
@@ -422,7 +485,7 @@ impl Scheduler {
             if need <= seqs.free_blocks() {
                 return;
             }
-            if !self.drop_idle_cache(None) && !self.preempt_youngest() {
+            if !self.drop_idle_cache(&[]) && !self.preempt_youngest() {
                 return;
             }
         }
@@ -533,7 +596,7 @@ impl Scheduler {
         }
         if rows.is_empty() {
             // Every running sequence waits for blocks: free some, and try again next turn.
-            if !self.drop_idle_cache(None) && !self.preempt_youngest() {
+            if !self.drop_idle_cache(&[]) && !self.preempt_youngest() {
                 self.fail_stuck();
             }
             return;

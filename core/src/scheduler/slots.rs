@@ -44,6 +44,23 @@ pub(crate) fn choose(
         .map(|(i, r, _)| (i, r))
 }
 
+/// The slot other than `slot` (running or idle) whose cache shares the longest reusable start
+/// with `tokens`: (that slot, positions to copy). None when no cache shares any.
+pub(crate) fn donor(
+    slots: &[Slot],
+    slot: usize,
+    tokens: &[u32],
+    rewind_limit: usize,
+) -> Option<(usize, usize)> {
+    slots
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != slot)
+        .map(|(i, s)| (i, reusable(&s.cached, tokens, rewind_limit)))
+        .filter(|&(_, n)| n > 0)
+        .max_by_key(|&(_, n)| n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -77,6 +94,19 @@ mod tests {
     fn rewinding_past_the_ring_buffer_gives_no_reuse() {
         assert_eq!(reusable(&[1, 2, 3, 4, 5, 6], &[1, 2, 9], 2), 0);
         assert_eq!(reusable(&[1, 2, 3, 4], &[1, 2, 9], 2), 2);
+    }
+
+    #[test]
+    fn a_donor_is_the_longest_shared_start_in_any_other_slot() {
+        let slots = vec![
+            slot(&[1, 2], false, 0),
+            slot(&[1, 2, 3, 4], true, 0),
+            slot(&[9, 9], false, 0),
+        ];
+        assert_eq!(donor(&slots, 0, &[1, 2, 3, 4, 5], usize::MAX), Some((1, 4)));
+        // Never the slot itself.
+        assert_eq!(donor(&slots, 1, &[1, 2, 3, 4, 5], usize::MAX), Some((0, 2)));
+        assert_eq!(donor(&slots, 0, &[7], usize::MAX), None);
     }
 
     #[test]

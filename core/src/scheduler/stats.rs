@@ -69,6 +69,8 @@ pub struct Stats {
     pub requests_started: AtomicU64,
     /// Requests that started with at least one cached token.
     pub prefix_cache_hits: AtomicU64,
+    /// Of those, requests whose cached start was copied from another sequence's cache.
+    pub prefix_copies: AtomicU64,
     pub requests_finished: AtomicU64,
     pub requests_cancelled: AtomicU64,
     pub requests_failed: AtomicU64,
@@ -98,6 +100,7 @@ pub struct StatsSnapshot {
     pub generation_tokens: u64,
     pub requests_started: u64,
     pub prefix_cache_hits: u64,
+    pub prefix_copies: u64,
     pub requests_finished: u64,
     pub requests_cancelled: u64,
     pub requests_failed: u64,
@@ -118,6 +121,7 @@ impl Default for Stats {
             generation_tokens: AtomicU64::new(0),
             requests_started: AtomicU64::new(0),
             prefix_cache_hits: AtomicU64::new(0),
+            prefix_copies: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
             requests_cancelled: AtomicU64::new(0),
             requests_failed: AtomicU64::new(0),
@@ -144,6 +148,7 @@ impl Stats {
             generation_tokens: self.generation_tokens.load(Relaxed),
             requests_started: self.requests_started.load(Relaxed),
             prefix_cache_hits: self.prefix_cache_hits.load(Relaxed),
+            prefix_copies: self.prefix_copies.load(Relaxed),
             requests_finished: self.requests_finished.load(Relaxed),
             requests_cancelled: self.requests_cancelled.load(Relaxed),
             requests_failed: self.requests_failed.load(Relaxed),

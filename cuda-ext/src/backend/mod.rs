@@ -368,6 +368,14 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn copy_prefix(&mut self, kv: KvCacheId, src: u32, dst: u32, n: usize) -> Result<()> {
+        let c = self
+            .caches
+            .get(kv.0 as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))?;
+        kv_copy::copy_prefix(&self.stream, c, src, dst, n)
+    }
+
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
         let launched = self.launch_step(graph, batch)?;
         let s = self.stream.clone();
@@ -607,6 +615,7 @@ mod tests {
 
 // After the launch! macro: macros by example are visible only below their definition.
 mod checks;
+mod kv_copy;
 mod ops;
 mod readback;
 mod replay;

@@ -49,6 +49,7 @@ impl Totals {
         t.generation_tokens += c.generation_tokens;
         t.requests_started += c.requests_started;
         t.prefix_cache_hits += c.prefix_cache_hits;
+        t.prefix_copies += c.prefix_copies;
         t.requests_finished += c.requests_finished;
         t.requests_cancelled += c.requests_cancelled;
         t.requests_failed += c.requests_failed;

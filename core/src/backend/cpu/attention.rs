@@ -8,7 +8,7 @@ use half::slice::HalfFloatSliceExt;
 use super::attn_kernels;
 use super::pool::{PhaseBarrier, ThreadPool};
 use crate::backend::{
-    BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+    copy_runs, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
 };
 
 /// Cached keys or values of one layer, `[positions][n_kv_head · head_dim]`: the pool's
@@ -31,6 +31,14 @@ impl Store {
         match self {
             Store::F16(d) => d[at..at + src.len()].convert_from_f32_slice(src),
             Store::F32(d) => d[at..at + src.len()].copy_from_slice(src),
+        }
+    }
+
+    /// Copies `len` elements from `from` to `to` (non-overlapping).
+    fn copy(&mut self, from: usize, to: usize, len: usize) {
+        match self {
+            Store::F16(d) => d.copy_within(from..from + len, to),
+            Store::F32(d) => d.copy_within(from..from + len, to),
         }
     }
 
@@ -108,6 +116,42 @@ impl KvStorage {
     /// Replaces one sequence's block table.
     pub fn set_table(&mut self, seq: u32, table: &[u32]) -> Result<()> {
         self.tables.set(seq, table)
+    }
+
+    /// Copies sequence `src`'s positions `0..n` into `dst`, every layer
+    /// ([`crate::backend::Backend::copy_prefix`]).
+    pub fn copy_prefix(&mut self, src: u32, dst: u32, n: usize) -> Result<()> {
+        let n_seq = self.n_seq;
+        if src as usize >= n_seq || dst as usize >= n_seq {
+            return Err(BackendError::InvalidStep(format!(
+                "sequence slot {} does not exist (the cache has {n_seq})",
+                src.max(dst)
+            )));
+        }
+        // Every layer's runs first, so a bad table changes nothing.
+        let runs = self
+            .layers
+            .iter()
+            .map(|l| {
+                let ring = l.spec.window.map(|_| l.spec.capacity);
+                if ring.is_none() && n > l.spec.capacity {
+                    return Err(BackendError::InvalidStep(format!(
+                        "{n} positions do not fit a context of {}",
+                        l.spec.capacity
+                    )));
+                }
+                copy_runs(&self.tables, ring, src, dst, n)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (l, runs) in self.layers.iter_mut().zip(runs) {
+            let wk = l.spec.n_kv_head * l.spec.head_dim_k;
+            let wv = l.spec.n_kv_head * l.spec.head_dim_v;
+            for r in runs {
+                l.k.copy(r.src * wk, r.dst * wk, r.len * wk);
+                l.v.copy(r.src * wv, r.dst * wv, r.len * wv);
+            }
+        }
+        Ok(())
     }
 
     fn layer(&self, layer: usize) -> Result<&Layer> {

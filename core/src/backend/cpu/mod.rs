@@ -171,6 +171,13 @@ impl Backend for CpuBackend {
             .set_table(seq, table)
     }
 
+    fn copy_prefix(&mut self, kv: KvCacheId, src: u32, dst: u32, n: usize) -> Result<()> {
+        self.caches
+            .get_mut(kv.0 as usize)
+            .ok_or_else(|| BackendError::InvalidStep(format!("unknown KV cache {}", kv.0)))?
+            .copy_prefix(src, dst, n)
+    }
+
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
         graph.check_batch(batch)?;
         // Free every buffer of the previous step, then hand them out again by liveness: a

@@ -5,7 +5,7 @@
 //! through.
 
 use crate::backend::{
-    BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+    copy_runs, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
 };
 
 pub(super) struct GpuLayer {
@@ -59,7 +59,10 @@ impl GpuKvCache {
                 Ok(device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(what),
                     size,
-                    usage: wgpu::BufferUsages::STORAGE,
+                    // Copies within the cache: a shared prompt prefix (`copy_prefix`).
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 }))
             };
@@ -94,6 +97,53 @@ impl GpuKvCache {
         if !row.is_empty() {
             let bytes: Vec<u8> = row.iter().flat_map(|b| b.to_le_bytes()).collect();
             queue.write_buffer(&self.table_buf, (seq as usize * per * 4) as u64, &bytes);
+        }
+        Ok(())
+    }
+
+    /// Records the copy of sequence `src`'s positions `0..n` into `dst`, every layer
+    /// ([`crate::backend::Backend::copy_prefix`]).
+    pub fn copy_prefix(
+        &self,
+        enc: &mut wgpu::CommandEncoder,
+        src: u32,
+        dst: u32,
+        n: usize,
+    ) -> Result<()> {
+        if src as usize >= self.n_seq || dst as usize >= self.n_seq {
+            return Err(BackendError::InvalidStep(format!(
+                "sequence slot {} does not exist (the cache has {})",
+                src.max(dst),
+                self.n_seq
+            )));
+        }
+        let elem = match self.dtype {
+            KvDtype::F16 => 2u64,
+            KvDtype::F32 => 4,
+        };
+        let runs = self
+            .layers
+            .iter()
+            .map(|l| {
+                let ring = l.spec.window.map(|_| l.spec.capacity);
+                if ring.is_none() && n > l.spec.capacity {
+                    return Err(BackendError::InvalidStep(format!(
+                        "{n} positions do not fit a context of {}",
+                        l.spec.capacity
+                    )));
+                }
+                copy_runs(&self.tables, ring, src, dst, n)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for (l, runs) in self.layers.iter().zip(runs) {
+            // Widths are even (checked at creation), so f16 offsets stay 4-byte aligned.
+            let wk = (l.spec.n_kv_head * l.spec.head_dim_k) as u64 * elem;
+            let wv = (l.spec.n_kv_head * l.spec.head_dim_v) as u64 * elem;
+            for r in runs {
+                let (s, d, len) = (r.src as u64, r.dst as u64, r.len as u64);
+                enc.copy_buffer_to_buffer(&l.k, s * wk, &l.k, d * wk, len * wk);
+                enc.copy_buffer_to_buffer(&l.v, s * wv, &l.v, d * wv, len * wv);
+            }
         }
         Ok(())
     }

@@ -260,6 +260,22 @@ impl Backend for WgpuBackend {
             .set_table(queue, seq, table)
     }
 
+    fn copy_prefix(&mut self, kv: KvCacheId, src: u32, dst: u32, n: usize) -> Result<()> {
+        let cache = self.caches.get(kv.0 as usize).ok_or_else(|| {
+            super::BackendError::InvalidStep(format!("unknown KV cache {}", kv.0))
+        })?;
+        let mut enc = self
+            .gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("copy prefix"),
+            });
+        cache.copy_prefix(&mut enc, src, dst, n)?;
+        // Queue order puts the copy after every step already submitted and before the next.
+        self.gpu.queue.submit([enc.finish()]);
+        Ok(())
+    }
+
     #[cfg(not(target_arch = "wasm32"))]
     fn execute(&mut self, graph: &Graph, batch: &StepBatch) -> Result<Vec<Readback>> {
         let mut rec = self.recorder(graph, batch)?;

@@ -103,6 +103,8 @@ pub struct MetricsJson {
     pub requests_failed_total: u64,
     pub requests_rejected_total: u64,
     pub prefix_cache_hits_total: u64,
+    /// Requests whose cached prompt start was copied from another sequence's cache.
+    pub prefix_copies_total: u64,
     pub requests_running: u64,
     pub requests_waiting: u64,
     pub kv_cache_used_tokens: u64,
@@ -126,6 +128,7 @@ pub async fn metrics_json(State(st): State<Shared>) -> Json<MetricsJson> {
         requests_failed_total: s.requests_failed,
         requests_rejected_total: s.requests_rejected,
         prefix_cache_hits_total: s.prefix_cache_hits,
+        prefix_copies_total: s.prefix_copies,
         requests_running: s.running,
         requests_waiting: s.waiting,
         kv_cache_used_tokens: s.kv_used,
@@ -223,6 +226,13 @@ async fn metrics(State(st): State<Shared>) -> Response {
             "counter",
             "Prompt tokens served from the prefix cache.",
             s.cached_prompt_tokens as f64,
+        );
+        metric(
+            &mut out,
+            "weft:prefix_copies_total",
+            "counter",
+            "Requests whose cached prompt start was copied from another sequence's cache.",
+            s.prefix_copies as f64,
         );
         metric(
             &mut out,
