@@ -559,6 +559,21 @@ fn attention_matches_through_scattered_block_tables() {
             assert_attention_close(&format!("step {si} layer {l}"), KvDtype::F16, gpu, cpu);
         }
     }
+    // Sequence 1 starts again from a copy of sequence 0's first 100 positions (through both
+    // tables for the global layer; wrapping the ring for the sliding one), then attends.
+    p.cpu.copy_prefix(kv, 0, 1, 100).unwrap();
+    p.gpu.copy_prefix(kv, 0, 1, 100).unwrap();
+    let (tokens, pos): (Vec<u32>, Vec<u32>) = ((220..224).collect(), (100..104).collect());
+    let g = attention_graph(tokens.len(), w, kv, 2, n_head, hd);
+    let res = p.run(&g, &tokens, &pos, &[1; 4]);
+    for (l, (gpu, cpu)) in res.iter().enumerate() {
+        assert_attention_close(&format!("after a copy, layer {l}"), KvDtype::F16, gpu, cpu);
+    }
+    // Onto itself, or past the tables: refused on both.
+    assert!(p.cpu.copy_prefix(kv, 1, 1, 5).is_err());
+    assert!(p.gpu.copy_prefix(kv, 1, 1, 5).is_err());
+    assert!(p.cpu.copy_prefix(kv, 0, 1, 150).is_err());
+    assert!(p.gpu.copy_prefix(kv, 0, 1, 150).is_err());
     // Sequence 1's third block is not mapped.
     let g = attention_graph(1, w, kv, 2, n_head, hd);
     let batch = StepBatch {

@@ -102,9 +102,11 @@ impl GpuKvCache {
     }
 
     /// Records the copy of sequence `src`'s positions `0..n` into `dst`, every layer
-    /// ([`crate::backend::Backend::copy_prefix`]).
+    /// ([`crate::backend::Backend::copy_prefix`]). WebGPU cannot copy within one buffer, so
+    /// each layer's runs go out to a scratch buffer and back.
     pub fn copy_prefix(
         &self,
+        device: &wgpu::Device,
         enc: &mut wgpu::CommandEncoder,
         src: u32,
         dst: u32,
@@ -135,14 +137,46 @@ impl GpuKvCache {
                 copy_runs(&self.tables, ring, src, dst, n)
             })
             .collect::<Result<Vec<_>>>()?;
+        // Widths are even (checked at creation), so f16 offsets stay 4-byte aligned.
+        let widths = |l: &GpuLayer| {
+            let w = |d: usize| (l.spec.n_kv_head * d) as u64 * elem;
+            (w(l.spec.head_dim_k), w(l.spec.head_dim_v))
+        };
+        let scratch_size = self
+            .layers
+            .iter()
+            .zip(&runs)
+            .map(|(l, r)| {
+                let (wk, wv) = widths(l);
+                r.iter().map(|r| r.len as u64).sum::<u64>() * (wk + wv)
+            })
+            .max()
+            .unwrap_or(0);
+        if scratch_size == 0 {
+            return Ok(());
+        }
+        let scratch = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("prefix copy"),
+            size: scratch_size,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        // Copies in one encoder run in order, so every layer can reuse the scratch buffer.
         for (l, runs) in self.layers.iter().zip(runs) {
-            // Widths are even (checked at creation), so f16 offsets stay 4-byte aligned.
-            let wk = (l.spec.n_kv_head * l.spec.head_dim_k) as u64 * elem;
-            let wv = (l.spec.n_kv_head * l.spec.head_dim_v) as u64 * elem;
-            for r in runs {
-                let (s, d, len) = (r.src as u64, r.dst as u64, r.len as u64);
-                enc.copy_buffer_to_buffer(&l.k, s * wk, &l.k, d * wk, len * wk);
-                enc.copy_buffer_to_buffer(&l.v, s * wv, &l.v, d * wv, len * wv);
+            let (wk, wv) = widths(l);
+            for (buf, w) in [(&l.k, wk), (&l.v, wv)] {
+                let mut at = 0;
+                for r in &runs {
+                    let len = r.len as u64 * w;
+                    enc.copy_buffer_to_buffer(buf, r.src as u64 * w, &scratch, at, len);
+                    at += len;
+                }
+                let mut at = 0;
+                for r in &runs {
+                    let len = r.len as u64 * w;
+                    enc.copy_buffer_to_buffer(&scratch, at, buf, r.dst as u64 * w, len);
+                    at += len;
+                }
             }
         }
         Ok(())

@@ -270,7 +270,7 @@ impl Backend for WgpuBackend {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("copy prefix"),
             });
-        cache.copy_prefix(&mut enc, src, dst, n)?;
+        cache.copy_prefix(&self.gpu.device, &mut enc, src, dst, n)?;
         // Queue order puts the copy after every step already submitted and before the next.
         self.gpu.queue.submit([enc.finish()]);
         Ok(())
