@@ -307,7 +307,7 @@ fn a_shared_prompt_start_is_copied_from_a_running_sequence() {
     };
     let file = Arc::new(ModelFile::open(&path).unwrap());
     let tok = Arc::new(Tokenizer::from_gguf(&file.gguf).unwrap());
-    let system = "You are a careful assistant who answers in one short sentence. ";
+    let system = SYSTEM;
     let first = tok.encode(&format!("{system}Name a colour."), true, false);
     let second = tok.encode(&format!("{system}Name a planet."), true, false);
     let shared = first
@@ -357,6 +357,78 @@ fn a_shared_prompt_start_is_copied_from_a_running_sequence() {
     assert_eq!(first_ids.len() + rest.len(), s_first.completion_tokens);
     let st = handle.stats().snapshot();
     assert_eq!((st.prefix_copies, st.prefix_cache_hits), (1, 1));
+    handle.shutdown();
+    runner.join().unwrap();
+}
+
+const SYSTEM: &str = "You are a careful assistant who answers every question in one short, \
+    plain sentence, without lists. ";
+
+/// Requests arriving together with one long shared start evaluate it once: the first one
+/// evaluates it, the others wait for it and copy it; every answer is the same as a fresh
+/// run's.
+#[test]
+fn requests_arriving_together_evaluate_a_shared_start_once() {
+    let Some(path) = model_path("smollm2") else {
+        return;
+    };
+    let file = Arc::new(ModelFile::open(&path).unwrap());
+    let tok = Arc::new(Tokenizer::from_gguf(&file.gguf).unwrap());
+    let prompts: Vec<Vec<u32>> = ["Name a colour.", "Name a planet.", "Name a fruit."]
+        .iter()
+        .map(|q| tok.encode(&format!("{SYSTEM}{q}"), true, false))
+        .collect();
+    // What each one shares with the first.
+    let shared: Vec<usize> = prompts
+        .iter()
+        .map(|p| {
+            p.iter()
+                .zip(&prompts[0])
+                .take_while(|(a, b)| a == b)
+                .count()
+        })
+        .collect();
+    assert!(shared[1] >= 20, "the prompts share only {shared:?} tokens");
+    const N: usize = 6;
+    let backend = Box::new(CpuBackend::new(2));
+    let mut m1 = LoadedModel::from_file(file.clone(), backend, config(1), &mut |_, _| {}).unwrap();
+    let mut s1 = m1.session().unwrap();
+    let alone: Vec<Vec<u32>> = prompts
+        .iter()
+        .map(|p| generate_alone(&mut m1, &mut s1, p, N))
+        .collect();
+    drop(m1);
+
+    let (sched, handle) = Scheduler::new(
+        engine(&file, 3),
+        tok.clone(),
+        SchedulerConfig {
+            queue: 4,
+            step_tokens: 64,
+        },
+    )
+    .unwrap();
+    // Queued before the loop runs: all three are waiting at its first admission.
+    let rxs: Vec<_> = prompts
+        .iter()
+        .map(|p| {
+            let (tx, rx) = mpsc::channel();
+            handle.submit(request(p.clone(), N, tx)).unwrap();
+            rx
+        })
+        .collect();
+    let runner = std::thread::spawn(move || sched.run());
+    for (i, (rx, want)) in rxs.into_iter().zip(&alone).enumerate() {
+        let (ids, s) = drain(rx);
+        assert_eq!(&ids, want, "prompt {i} differs");
+        let cached = if i == 0 { 0 } else { shared[i] };
+        assert_eq!(s.cached_tokens, cached, "prompt {i}: {s:?}");
+    }
+    let st = handle.stats().snapshot();
+    assert_eq!(st.prefix_copies, 2);
+    let total: usize = prompts.iter().map(Vec::len).sum();
+    let copied: usize = shared[1..].iter().sum();
+    assert_eq!(st.prompt_tokens as usize, total - copied);
     handle.shutdown();
     runner.join().unwrap();
 }

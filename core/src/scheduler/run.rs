@@ -139,6 +139,17 @@ struct Place {
     donor: Option<(usize, usize)>,
 }
 
+impl Place {
+    /// Cached positions the sequence starts with.
+    fn cached(&self) -> usize {
+        self.donor.map_or(self.reuse, |d| d.1)
+    }
+}
+
+/// Fewest prompt tokens a request waits for another sequence to evaluate (to copy them)
+/// rather than evaluating them itself: a step's wait is worth it only for a real share.
+const LEADER_MIN: usize = 16;
+
 impl Scheduler {
     /// Takes every sequence slot of `engine` (one per concurrent request).
     pub fn new(
@@ -262,6 +273,9 @@ impl Scheduler {
             let Some(place) = self.place(&req.prompt) else {
                 return;
             };
+            if self.leader_ahead(&req.prompt, place.cached()) {
+                return;
+            }
             // A prompt too long for any context is refused below, whatever the pool holds.
             let len = req.prompt.len().min(self.engine.config().kv.n_ctx - 1);
             if !self.make_room_for(&place, len) {
@@ -332,6 +346,22 @@ impl Scheduler {
             .flatten()
             .filter(|&(_, n)| n > reuse);
         Some(Place { slot, reuse, donor })
+    }
+
+    /// Whether a running sequence is still evaluating a prompt that starts like `tokens` for
+    /// at least [`LEADER_MIN`] more tokens than the `cached` ones a slot offers now: then the
+    /// request waits (a step or so) and copies that start once it is cached, rather than
+    /// evaluating it a second time. Many chats with one system prompt arriving together
+    /// evaluate it once.
+    fn leader_ahead(&self, tokens: &[u32], cached: usize) -> bool {
+        if !self.copy_prefixes {
+            return false;
+        }
+        let usable = tokens.len().saturating_sub(1);
+        self.active.iter().any(|s| {
+            let shared = slots::common_prefix(&s.feed, tokens).min(usable);
+            s.prefilling() && s.fed < shared && shared >= cached + LEADER_MIN
+        })
     }
 
     /// Fills the slot of `place` with the cached start it chose and returns how many positions

@@ -70,7 +70,7 @@ impl Kind {
     }
 
     /// Bytes per weight block.
-    fn size(self) -> usize {
+    pub(super) fn size(self) -> usize {
         match self {
             Kind::Q8_0 => 34,
             Kind::Q4_0 => 18,
@@ -80,7 +80,7 @@ impl Kind {
     }
 
     /// What the unsigned weight bytes exceed the signed quants by.
-    fn bias(self) -> u8 {
+    pub(super) fn bias(self) -> u8 {
         match self {
             Kind::Q8_0 => 128,
             Kind::Q4_0 => 8,
@@ -163,6 +163,9 @@ pub(super) unsafe fn rows_multi<const K: usize>(
     debug_assert!(w.len() >= n_rows * nb * kind.size());
     debug_assert!(K <= MAX_TOKENS);
     debug_assert!(n_rows == 0 || out.len() >= (n_rows - 1) * out_stride + K);
+    if kind != Kind::Q4_1 {
+        return super::avx512_pairs::rows_multi(kind, w, n_rows, acts, nb, out, out_stride);
+    }
     // Token k's blocks at [k · nb, (k + 1) · nb) of the thread's reused buffer.
     let mut prepared = PREPARED.with(|p| std::mem::take(&mut *p.borrow_mut()));
     prepared.clear();

@@ -38,6 +38,8 @@ mod avx512_gemm_k;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm_lane;
 #[cfg(target_arch = "x86_64")]
+mod avx512_pairs;
+#[cfg(target_arch = "x86_64")]
 mod avx512_rows;
 
 // wasm simd128 kernels: compiled in with `-C target-feature=+simd128` (wasm has no run-time
