@@ -142,9 +142,9 @@ pub(super) unsafe fn rows(
 }
 
 /// The most activation rows one call of [`rows_multi`] takes: each weight block is read and
-/// unpacked once for up to this many tokens (eight: two accumulators each plus the block fill
-/// 18 of the 32 ymm registers AVX-512 VL gives).
-pub(super) const MAX_TOKENS: usize = 8;
+/// unpacked once for up to this many tokens (sixteen: `avx512_pairs` keeps one 16-lane
+/// accumulator per token, so they and the block fill 20 of the 32 registers).
+pub(super) const MAX_TOKENS: usize = 16;
 
 /// [`rows`] for `K` (≤ [`MAX_TOKENS`]) activation rows at once (a batched decode step):
 /// `out[r · out_stride + k]` = the dot of weight row `r` with `acts[k]`. Each (row, token)

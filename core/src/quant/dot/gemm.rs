@@ -80,11 +80,12 @@ fn min_tokens(f: Family) -> usize {
         return n;
     }
     // Below these counts the multi-token row kernels win: a panel holds three bytes per
-    // weight, written and read again, which only many tokens repay (measured with
-    // `WEFT_GEMM_MIN_TOKENS` and `weft bench -b`: Qwen2.5 0.5B, lane types, even at 8
-    // tokens, 25 % ahead at 16).
+    // weight, written and read again, which only many tokens repay. Measured with
+    // `WEFT_GEMM_MIN_TOKENS` and `weft bench -b` on Qwen2.5 0.5B: for the lane types the
+    // 512-bit row kernels (`avx512_pairs`, up to 16 tokens a pass) beat the panels up to 16
+    // tokens (2026-12-04, 2 threads: 12 tokens 108 -> 122 tok/s, 16 tokens 125 -> 129).
     match f {
-        Family::Lane => 12,
+        Family::Lane => 17,
         Family::K => 8,
     }
 }

@@ -332,7 +332,7 @@ macro_rules! token_groups {
     }};
 }
 
-/// The AVX-512 row kernels for groups of 8, 4 and 2 activation rows from the first (on CPUs
+/// The AVX-512 row kernels for groups of 16, 8, 4 and 2 activation rows from the first (on CPUs
 /// without them, the AVX2 ones of [`avx2_rows_multi`]), when this CPU and type have them;
 /// returns how many activation rows were done.
 #[cfg(target_arch = "x86_64")]
@@ -354,7 +354,7 @@ fn rows_multi_simd(
     let Some(kind) = avx512_rows::Kind::of(w) else {
         return 0;
     };
-    const _: () = assert!(avx512_rows::MAX_TOKENS == 8);
+    const _: () = assert!(avx512_rows::MAX_TOKENS == 16);
     token_groups!(
         avx512_rows,
         kind,
@@ -365,7 +365,7 @@ fn rows_multi_simd(
         nb,
         n_tok,
         out,
-        [8, 4, 2]
+        [16, 8, 4, 2]
     )
 }
 

@@ -311,7 +311,16 @@ fn vec_dot_tile_equals_multi_and_rows() {
         .flat_map(|ty| [(ty, 512), (ty, 544)])
         .filter(|&(ty, n)| n % ty.block_size() == 0)
     {
-        for (n_rows, n_tok) in [(1usize, 1usize), (3, 1), (9, 1), (2, 5), (5, 8), (4, 3)] {
+        for (n_rows, n_tok) in [
+            (1usize, 1usize),
+            (3, 1),
+            (9, 1),
+            (2, 5),
+            (5, 8),
+            (4, 3),
+            (3, 16),
+            (2, 19),
+        ] {
             let w: Vec<u8> = (0..n_rows)
                 .flat_map(|_| random_row(ty, n, &mut rng))
                 .collect();
