@@ -38,6 +38,8 @@ mod avx512_gemm_k;
 #[cfg(target_arch = "x86_64")]
 mod avx512_gemm_lane;
 #[cfg(target_arch = "x86_64")]
+mod avx512_kquant;
+#[cfg(target_arch = "x86_64")]
 mod avx512_pairs;
 #[cfg(target_arch = "x86_64")]
 mod avx512_rows;
@@ -274,6 +276,11 @@ pub fn vec_dot_tile(
         t0 = rows_multi_simd(w, w_rows, row_bytes, acts, act_bytes, nb, n_tok, out);
     }
     #[cfg(target_arch = "x86_64")]
+    if multi && t0 == 0 && matches!(w, GgmlType::Q6_K | GgmlType::Q4_K) && avx512_rows::available()
+    {
+        t0 = kquant_groups(w, w_rows, row_bytes, acts, act_bytes, nb, n_tok, out);
+    }
+    #[cfg(target_arch = "x86_64")]
     if multi && has_avx2() {
         if let Some(f) = avx2_multi_kernel(w) {
             const K: usize = avx2_multi::COLS;
@@ -367,6 +374,48 @@ fn rows_multi_simd(
         out,
         [16, 8, 4, 2]
     )
+}
+
+/// The AVX-512 Q6_K or Q4_K kernel (`avx512_kquant`, by `w`) over groups of 16, 8, 4 and 2
+/// activation rows from the first; returns how many activation rows were done.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn kquant_groups(
+    w: GgmlType,
+    w_rows: &[u8],
+    row_bytes: usize,
+    acts: &[u8],
+    act_bytes: usize,
+    nb: usize,
+    n_tok: usize,
+    out: &mut [f32],
+) -> usize {
+    let n_rows = w_rows.len() / row_bytes;
+    let mut t0 = 0;
+    macro_rules! group {
+        ($k:literal) => {
+            while n_tok - t0 >= $k {
+                let cols: [&[u8]; $k] =
+                    std::array::from_fn(|k| &acts[(t0 + k) * act_bytes..][..act_bytes]);
+                // SAFETY: features checked by the caller; `vec_dot_tile` checked every row's
+                // and activation's length, and `out` holds `n_rows · n_tok` values.
+                let o = &mut out[t0..];
+                unsafe {
+                    if w == GgmlType::Q6_K {
+                        avx512_kquant::q6_k_rows_multi::<$k>(w_rows, n_rows, cols, nb, o, n_tok)
+                    } else {
+                        avx512_kquant::q4_k_rows_multi::<$k>(w_rows, n_rows, cols, nb, o, n_tok)
+                    }
+                };
+                t0 += $k;
+            }
+        };
+    }
+    group!(16);
+    group!(8);
+    group!(4);
+    group!(2);
+    t0
 }
 
 /// The AVX2 row kernels (`avx2_rows`) for groups of 4, 3 and 2 activation rows from the
