@@ -3,7 +3,7 @@
 //! host-side allocator that decides them is [`crate::kv_cache::SeqTable`]; this is the
 //! backend's checked copy, shared by every backend so they validate tables the same way.
 
-use super::{BackendError, KvCacheSpec, Result};
+use super::{BackendError, KvCacheSpec, KvLayerSpec, Result};
 
 /// Positions per block. 64 is the CPU attention's key block (keys are converted and scored 64
 /// at a time, so a key block never straddles two pool blocks), wastes at most 63 positions per
@@ -167,6 +167,38 @@ pub fn copy_runs(
         }
     }
     Ok(runs)
+}
+
+/// Every layer's [`copy_runs`] for copying sequence `src`'s positions `0..n` to `dst` in a
+/// cache of `n_seq` slots with these layers, checked before anything is copied (so a bad
+/// request copies nothing): what each backend's `copy_prefix` carries out.
+pub fn copy_plan<'a>(
+    layers: impl IntoIterator<Item = &'a KvLayerSpec>,
+    n_seq: usize,
+    tables: &BlockTables,
+    src: u32,
+    dst: u32,
+    n: usize,
+) -> Result<Vec<Vec<CopyRun>>> {
+    if src as usize >= n_seq || dst as usize >= n_seq {
+        return Err(BackendError::InvalidStep(format!(
+            "sequence slot {} does not exist (the cache has {n_seq})",
+            src.max(dst)
+        )));
+    }
+    layers
+        .into_iter()
+        .map(|l| {
+            let ring = l.window.map(|_| l.capacity);
+            if ring.is_none() && n > l.capacity {
+                return Err(BackendError::InvalidStep(format!(
+                    "{n} positions do not fit a context of {}",
+                    l.capacity
+                )));
+            }
+            copy_runs(tables, ring, src, dst, n)
+        })
+        .collect()
 }
 
 #[cfg(test)]

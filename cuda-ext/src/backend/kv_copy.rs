@@ -3,7 +3,7 @@
 //! so they run after every step already launched and before any later one.
 
 use cudarc::driver::{result, CudaStream, DevicePtr};
-use weft_core::backend::{copy_runs, BackendError, KvDtype, Result};
+use weft_core::backend::{copy_plan, KvDtype, Result};
 
 use super::{err, DevCache};
 
@@ -16,32 +16,11 @@ pub(super) fn copy_prefix(
     n: usize,
 ) -> Result<()> {
     let spec = &cache.spec;
-    if src as usize >= spec.n_seq || dst as usize >= spec.n_seq {
-        return Err(BackendError::InvalidStep(format!(
-            "sequence slot {} does not exist (the cache has {})",
-            src.max(dst),
-            spec.n_seq
-        )));
-    }
+    let runs = copy_plan(&spec.layers, spec.n_seq, &cache.tables, src, dst, n)?;
     let elem = match spec.dtype {
         KvDtype::F16 => 2,
         KvDtype::F32 => 4,
     };
-    // Every layer's runs first, so a bad table copies nothing.
-    let runs = spec
-        .layers
-        .iter()
-        .map(|l| {
-            let ring = l.window.map(|_| l.capacity);
-            if ring.is_none() && n > l.capacity {
-                return Err(BackendError::InvalidStep(format!(
-                    "{n} positions do not fit a context of {}",
-                    l.capacity
-                )));
-            }
-            copy_runs(&cache.tables, ring, src, dst, n)
-        })
-        .collect::<Result<Vec<_>>>()?;
     for ((l, dev), runs) in spec.layers.iter().zip(&cache.layers).zip(runs) {
         let wk = l.n_kv_head * l.head_dim_k * elem;
         let wv = l.n_kv_head * l.head_dim_v * elem;

@@ -8,7 +8,7 @@ use half::slice::HalfFloatSliceExt;
 use super::attn_kernels;
 use super::pool::{PhaseBarrier, ThreadPool};
 use crate::backend::{
-    copy_runs, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+    copy_plan, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
 };
 
 /// Cached keys or values of one layer, `[positions][n_kv_head · head_dim]`: the pool's
@@ -121,28 +121,8 @@ impl KvStorage {
     /// Copies sequence `src`'s positions `0..n` into `dst`, every layer
     /// ([`crate::backend::Backend::copy_prefix`]).
     pub fn copy_prefix(&mut self, src: u32, dst: u32, n: usize) -> Result<()> {
-        let n_seq = self.n_seq;
-        if src as usize >= n_seq || dst as usize >= n_seq {
-            return Err(BackendError::InvalidStep(format!(
-                "sequence slot {} does not exist (the cache has {n_seq})",
-                src.max(dst)
-            )));
-        }
-        // Every layer's runs first, so a bad table changes nothing.
-        let runs = self
-            .layers
-            .iter()
-            .map(|l| {
-                let ring = l.spec.window.map(|_| l.spec.capacity);
-                if ring.is_none() && n > l.spec.capacity {
-                    return Err(BackendError::InvalidStep(format!(
-                        "{n} positions do not fit a context of {}",
-                        l.spec.capacity
-                    )));
-                }
-                copy_runs(&self.tables, ring, src, dst, n)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let specs = self.layers.iter().map(|l| &l.spec);
+        let runs = copy_plan(specs, self.n_seq, &self.tables, src, dst, n)?;
         for (l, runs) in self.layers.iter_mut().zip(runs) {
             let wk = l.spec.n_kv_head * l.spec.head_dim_k;
             let wv = l.spec.n_kv_head * l.spec.head_dim_v;

@@ -5,7 +5,7 @@
 //! through.
 
 use crate::backend::{
-    copy_runs, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
+    copy_plan, BackendError, BlockTables, KvCacheSpec, KvDtype, KvLayerSpec, Result, KV_BLOCK,
 };
 
 pub(super) struct GpuLayer {
@@ -112,31 +112,12 @@ impl GpuKvCache {
         dst: u32,
         n: usize,
     ) -> Result<()> {
-        if src as usize >= self.n_seq || dst as usize >= self.n_seq {
-            return Err(BackendError::InvalidStep(format!(
-                "sequence slot {} does not exist (the cache has {})",
-                src.max(dst),
-                self.n_seq
-            )));
-        }
+        let specs = self.layers.iter().map(|l| &l.spec);
+        let runs = copy_plan(specs, self.n_seq, &self.tables, src, dst, n)?;
         let elem = match self.dtype {
             KvDtype::F16 => 2u64,
             KvDtype::F32 => 4,
         };
-        let runs = self
-            .layers
-            .iter()
-            .map(|l| {
-                let ring = l.spec.window.map(|_| l.spec.capacity);
-                if ring.is_none() && n > l.spec.capacity {
-                    return Err(BackendError::InvalidStep(format!(
-                        "{n} positions do not fit a context of {}",
-                        l.spec.capacity
-                    )));
-                }
-                copy_runs(&self.tables, ring, src, dst, n)
-            })
-            .collect::<Result<Vec<_>>>()?;
         // Widths are even (checked at creation), so f16 offsets stay 4-byte aligned.
         let widths = |l: &GpuLayer| {
             let w = |d: usize| (l.spec.n_kv_head * d) as u64 * elem;

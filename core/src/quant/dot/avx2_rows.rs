@@ -15,7 +15,7 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::avx2_util::{bits_to_bytes_32, f16x8_at, hsum_ps, nibbles_32};
+use super::avx2_util::{bits_to_bytes_32, f16x8_at, hsum_ps, nibbles_32, prefetch_row};
 
 /// How a weight type's blocks are read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -103,14 +103,7 @@ pub(super) unsafe fn rows_multi<const K: usize>(
     let row_bytes = nb * kind.size();
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
-        // Ask for the row a few rows ahead, as `avx512_rows` does: rows stream from memory,
-        // and the hardware prefetcher stops at every 4 KiB page boundary.
-        let ahead = (r + PREFETCH_ROWS).min(n_rows - 1) * row_bytes;
-        let mut off = 0;
-        while off < row_bytes {
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(ahead + off) as *const i8);
-            off += 64;
-        }
+        prefetch_row(w.as_ptr(), r + PREFETCH_ROWS, n_rows, row_bytes);
         let v: [f32; K] = match kind {
             Kind::Q8_0 => signed_row::<K>(x, all, nb),
             Kind::Q4_0 => biased_row::<K>(x, all, nb, 18, |b| nibbles_32(b.add(2))),

@@ -19,6 +19,20 @@ pub(super) unsafe fn f16x8_at(p: *const u8) -> __m256 {
     _mm256_cvtph_ps(_mm_set1_epi16((p as *const i16).read_unaligned()))
 }
 
+/// Asks for row `row` (the last of `n_rows` at most) of the `row_bytes`-byte rows at `w`
+/// ahead of its use: rows stream from memory, and the hardware prefetcher stops at every
+/// 4 KiB page boundary, so without this each block's loads stall.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn prefetch_row(w: *const u8, row: usize, n_rows: usize, row_bytes: usize) {
+    let at = row.min(n_rows.saturating_sub(1)) * row_bytes;
+    let mut off = 0;
+    while off < row_bytes {
+        _mm_prefetch::<_MM_HINT_T0>(w.add(at + off) as *const i8);
+        off += 64;
+    }
+}
+
 /// Reads an f32 at `p`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]

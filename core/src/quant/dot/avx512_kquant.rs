@@ -7,7 +7,9 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2_util::{f16_at, f32_at, hsum_epi32, k_min_sum, q6_k_half, scale_min_words};
+use super::avx2_util::{
+    f16_at, f32_at, hsum_epi32, k_min_sum, prefetch_row, q6_k_half, scale_min_words,
+};
 
 /// Bytes of a Q6_K block and of a Q8_K activation block.
 const W_BYTES: usize = 210;
@@ -41,12 +43,7 @@ pub(super) unsafe fn q6_k_rows_multi<const K: usize>(
     let py = acts.map(|a| a.as_ptr());
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
-        let ahead = (r + PREFETCH_ROWS).min(n_rows.saturating_sub(1)) * row_bytes;
-        let mut off = 0;
-        while off < row_bytes {
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(ahead + off) as *const i8);
-            off += 64;
-        }
+        prefetch_row(w.as_ptr(), r + PREFETCH_ROWS, n_rows, row_bytes);
         let mut sum = [0f32; K];
         for i in 0..nb {
             let bw = x.add(i * W_BYTES);
@@ -116,12 +113,7 @@ pub(super) unsafe fn q4_k_rows_multi<const K: usize>(
     let py = acts.map(|a| a.as_ptr());
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
-        let ahead = (r + PREFETCH_ROWS).min(n_rows.saturating_sub(1)) * row_bytes;
-        let mut off = 0;
-        while off < row_bytes {
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(ahead + off) as *const i8);
-            off += 64;
-        }
+        prefetch_row(w.as_ptr(), r + PREFETCH_ROWS, n_rows, row_bytes);
         let mut sum = [0f32; K];
         for i in 0..nb {
             let bw = x.add(i * W4_BYTES);

@@ -12,7 +12,7 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::avx2_util::{f16x8_at, hsum_ps};
+use super::avx2_util::{f16x8_at, hsum_ps, prefetch_row};
 use super::avx512_rows::Kind;
 
 /// Two consecutive prepared activation blocks (the second zero past the row's end).
@@ -101,15 +101,7 @@ pub(super) unsafe fn rows_multi<const K: usize>(
     let row_bytes = nb * kind.size();
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
-        // Ask for the row a few rows ahead, as the one-row kernel does: the weights stream
-        // from memory, and without this the loads of each block stall (the hardware
-        // prefetcher stops at every 4 KiB page).
-        let ahead = (r + PREFETCH_ROWS).min(n_rows.saturating_sub(1)) * row_bytes;
-        let mut off = 0;
-        while off < row_bytes {
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(ahead + off) as *const i8);
-            off += 64;
-        }
+        prefetch_row(w.as_ptr(), r + PREFETCH_ROWS, n_rows, row_bytes);
         let v = match kind {
             Kind::Q8_0 => row::<K>(x, &pairs, nb, 34, |b| {
                 _mm256_xor_si256(

@@ -14,7 +14,7 @@
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::avx2_util::{f16x8_at, hsum_ps, nibbles_32};
+use super::avx2_util::{f16x8_at, hsum_ps, nibbles_32, prefetch_row};
 
 /// Whether this CPU has everything these kernels use (and `WEFT_DOT_KERNELS=avx2` does not
 /// ask for the AVX2 ones instead, for comparisons).
@@ -114,14 +114,7 @@ pub(super) unsafe fn rows(
     let row_bytes = nb * kind.size();
     for r in 0..n_rows {
         let x = w.as_ptr().add(r * row_bytes);
-        // Ask for the row a few rows ahead: rows stream from memory, and the hardware
-        // prefetcher stops at every 4 KiB page boundary.
-        let ahead = (r + PREFETCH_ROWS).min(n_rows.saturating_sub(1)) * row_bytes;
-        let mut off = 0;
-        while off < row_bytes {
-            _mm_prefetch::<_MM_HINT_T0>(w.as_ptr().add(ahead + off) as *const i8);
-            off += 64;
-        }
+        prefetch_row(w.as_ptr(), r + PREFETCH_ROWS, n_rows, row_bytes);
         *out.get_unchecked_mut(r * out_stride) = match kind {
             Kind::Q8_0 => row_biased(x, acts, 34, |b| {
                 _mm256_xor_si256(
