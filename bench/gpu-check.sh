@@ -26,6 +26,22 @@ if [[ -z "$WEFT" ]]; then
   if [[ -x ./weft ]]; then WEFT=./weft; else WEFT=target/release/weft; fi
 fi
 MODELS="${WEFT_MODELS_DIR:-models}"
+# NVRTC: weft looks for libnvrtc.so.12 or libnvrtc.so. A CUDA 13 toolkit has only
+# libnvrtc.so.13 on no default path; its API serves weft's kernels too (H200, 2026-12-04), so
+# it is offered under both names from a folder of links, with its own folder (the builtins
+# library) on the loader path.
+if [[ -z "${WEFT_NVRTC_PATH:-}" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so\.12 '; then
+  nvrtc=$(ls /usr/local/cuda*/lib64/libnvrtc.so.1[2-9]* /usr/local/cuda*/targets/*/lib/libnvrtc.so.1[2-9]* 2>/dev/null \
+    | grep -v builtins | head -1)
+  if [[ -n "$nvrtc" ]]; then
+    links=$(mktemp -d)
+    ln -s "$(readlink -f "$nvrtc")" "$links/libnvrtc.so.12"
+    ln -s "$(readlink -f "$nvrtc")" "$links/libnvrtc.so"
+    export WEFT_NVRTC_PATH="$links"
+    export LD_LIBRARY_PATH="$links:$(dirname "$(readlink -f "$nvrtc")")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "NVRTC: $nvrtc"
+  fi
+fi
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
 DEV=()

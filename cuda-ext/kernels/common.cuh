@@ -21,12 +21,16 @@ __device__ __forceinline__ float f16_to_f32(u16 h) {
     return f;
 }
 
-// f32 -> f16 bits, round to nearest even (as half::f16::from_f32 on the CPU).
-__device__ __forceinline__ u16 f32_to_f16(float f) {
-    u16 h;
-    asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h) : "f"(f));
+// f32 -> f16 bits, round to nearest even (as half::f16::from_f32 on the CPU), widened to 32
+// bits inside the asm. With a 16-bit asm output, the H200 (driver 580, PTX from NVRTC 13)
+// stored a zero low byte where `o[0] = h & 0xff` wrote one (weft parity: Q8_0/Q8_1 activation
+// scales wrong in most blocks), while stores of 32-bit values were right.
+__device__ __forceinline__ u32 f32_to_f16_bits(float f) {
+    u32 h;
+    asm("{ .reg .b16 t; cvt.rn.f16.f32 t, %1; cvt.u32.u16 %0, t; }" : "=r"(h) : "f"(f));
     return h;
 }
+__device__ __forceinline__ u16 f32_to_f16(float f) { return (u16)f32_to_f16_bits(f); }
 
 // bf16 bits -> f32 (exact: the top half of an f32).
 __device__ __forceinline__ float bf16_to_f32(u16 h) {

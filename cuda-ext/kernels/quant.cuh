@@ -42,7 +42,7 @@ extern "C" __global__ void quantize_q8_0(const float* x, u8* out, u32 cols) {
     int q = quant32(x[row * cols + b * 32 + lane], &amax, &sum);
     u8* o = out + (row * nb + b) * 34;
     o[2 + lane] = (u8)(i8)q;
-    if (lane == 0) { u16 d = f32_to_f16(amax / 127.0f); o[0] = d & 0xff; o[1] = d >> 8; }
+    if (lane == 0) { u32 d = f32_to_f16_bits(amax / 127.0f); o[0] = d & 0xff; o[1] = d >> 8; }
 }
 
 // Q8_1 rows: as Q8_0 plus d·Σq as f16 (the min term of Q4_1/Q5_1); 36-byte blocks.
@@ -56,7 +56,7 @@ extern "C" __global__ void quantize_q8_1(const float* x, u8* out, u32 cols) {
     o[4 + lane] = (u8)(i8)q;
     if (lane == 0) {
         float d = amax / 127.0f;
-        u16 dh = f32_to_f16(d), sh = f32_to_f16(d * (float)sum);
+        u32 dh = f32_to_f16_bits(d), sh = f32_to_f16_bits(d * (float)sum);
         o[0] = dh & 0xff; o[1] = dh >> 8; o[2] = sh & 0xff; o[3] = sh >> 8;
     }
 }

@@ -5,6 +5,9 @@
 //   q8_0: blocks of 32, d = amax/127 stored as f16  (Q8_0 and Q8_1)
 //   q8_k: blocks of 256, d = 1/id in f32
 // The divisions are correctly rounded (exact.wgsl), as on the CPU: an ulp of id moves quants.
+// The f16 roundings are exact.wgsl's too: WGSL leaves pack2x16float's rounding to the
+// implementation, and NVIDIA's Vulkan driver (H200, 2026-12-04) did not round to nearest even
+// there (Q4_0..Q8_0 products 2e-4 off the CPU's, where lavapipe's were bit-identical).
 // Output: the integer quants, four to a u32 word as packed i8 (pack_i8: element 4i + k in
 // byte k of word i; every quant fits, |q| <= 127), a quarter of the bytes of f32 values for
 // the products to read; and, per 32 elements, (d, f16(d·Σq)) — the scale and the sum Q8_1
@@ -44,7 +47,7 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
     }
     var ds: f32;
     if (f16_scale) {
-        ds = unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x;
+        ds = round_f16(d);
     } else {
         ds = select(0.0, div_rn(1.0, id), amax != 0.0);
     }
@@ -58,7 +61,7 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
         }
         let u = base / 32u + g;
         sums[2u * u] = ds;
-        sums[2u * u + 1u] = unpack2x16float(pack2x16float(vec2<f32>(d * qsum, 0.0))).x;
+        sums[2u * u + 1u] = round_f16(d * qsum);
     }
 }
 

@@ -23,7 +23,7 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 
 // GELU (tanh approximation) exactly as the CPU backend (and llama.cpp) compute it: the input
-// rounded to f16 (pack2x16float rounds to nearest even), then looked up in the table of
+// rounded to f16 (exact.wgsl's ties-to-even; pack2x16float's rounding is the driver's), then looked up in the table of
 // f16-rounded results; saturating outside ±10. GPU tanh builtins are too loose to reproduce
 // the f16-rounded results.
 fn gelu(v: f32) -> f32 {
@@ -33,7 +33,7 @@ fn gelu(v: f32) -> f32 {
     if (v >= 10.0) {
         return v;
     }
-    return gelu_table[pack2x16float(vec2<f32>(v, 0.0)) & 0xffffu];
+    return gelu_table[f32_to_f16_bits(bitcast<u32>(v))];
 }
 
 // SiLU as the CPU backend computes it, x / (1 + exp(-x)), with a correctly rounded exp and
