@@ -21,6 +21,18 @@ use crate::quant::dot::{GemmActs, GemmScratch};
 
 /// Weight rows handled together (reused across all tokens while in cache).
 const ROW_TILE: usize = 16;
+/// Rows a thread takes at a time in a batched product on the row kernels: a few sequences'
+/// decode step prepares its activations once per call and takes each tile from a counter
+/// shared by the threads, so small tiles spend their time there (16-row tiles: a tenth of a
+/// 4-sequence Qwen2.5 step); prompt chunks keep [`ROW_TILE`], whose outputs stay in cache.
+fn tile_rows(rows: usize, n_tok: usize, nth: usize) -> usize {
+    if n_tok > 16 {
+        return ROW_TILE;
+    }
+    // At least 8 tiles a thread, so a delayed thread's share is still taken over.
+    (rows / (nth * 8)).clamp(ROW_TILE, 256) / ROW_TILE * ROW_TILE
+}
+
 /// Row chunks per thread in token generation (more chunks balance better; fewer stream longer).
 const CHUNKS_PER_THREAD: usize = 8;
 /// Largest row chunk in token generation.
@@ -113,7 +125,8 @@ fn quantized(
 ) -> Result<()> {
     let (cols, rows) = (w.cols, w.rows);
     let nth = pool.n_threads();
-    let tiles = rows.div_ceil(ROW_TILE);
+    let tile_rows = tile_rows(rows, n_tok, nth);
+    let tiles = rows.div_ceil(tile_rows);
     let out_ptr = SyncPtr(out.as_mut_ptr());
     let act_row =
         vdt.bytes_for(cols as u64)
@@ -169,8 +182,8 @@ fn quantized(
             if tile >= tiles {
                 break;
             }
-            let r0 = tile * ROW_TILE;
-            let r1 = (r0 + ROW_TILE).min(rows);
+            let r0 = tile * tile_rows;
+            let r1 = (r0 + tile_rows).min(rows);
             tile_out.resize((r1 - r0) * n_tok, 0f32);
             let wr = &w.data[r0 * row_bytes..r1 * row_bytes];
             pool.count_weight_bytes(wr.len());
