@@ -21,16 +21,14 @@ use crate::quant::dot::{GemmActs, GemmScratch};
 
 /// Weight rows handled together (reused across all tokens while in cache).
 const ROW_TILE: usize = 16;
-/// Rows a thread takes at a time in a batched product on the row kernels: a few sequences'
-/// decode step prepares its activations once per call and takes each tile from a counter
-/// shared by the threads, so small tiles spend their time there (16-row tiles: a tenth of a
-/// 4-sequence Qwen2.5 step); prompt chunks keep [`ROW_TILE`], whose outputs stay in cache.
+/// Rows a thread takes at a time in a batched product on the row kernels. Each call prepares
+/// its activations again and each tile is taken from a counter shared by the threads, so
+/// small tiles spend their time there (16-row tiles: a tenth of a 4-sequence Qwen2.5 step).
+/// Bounds: at least 8 tiles a thread, so a delayed thread's share is still taken over, and
+/// 4096 outputs a tile, so a long prompt chunk's outputs stay in cache.
 fn tile_rows(rows: usize, n_tok: usize, nth: usize) -> usize {
-    if n_tok > 16 {
-        return ROW_TILE;
-    }
-    // At least 8 tiles a thread, so a delayed thread's share is still taken over.
-    (rows / (nth * 8)).clamp(ROW_TILE, 256) / ROW_TILE * ROW_TILE
+    let most = (rows / (nth * 8)).min(4096 / n_tok.max(1));
+    most.clamp(ROW_TILE, 256) / ROW_TILE * ROW_TILE
 }
 
 /// Row chunks per thread in token generation (more chunks balance better; fewer stream longer).
