@@ -21,6 +21,7 @@ extern "C" __global__ void t_f16(const float* x, u16* o, int n) { int i = blockI
 extern "C" __global__ void t_f16b(const u16* x, float* o, int n) { int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) o[i] = f16_to_f32(x[i]); }
 extern "C" __global__ void t_ld(const u8* p, u32* o, int n) { int i = blockIdx.x*blockDim.x+threadIdx.x; if (i < n) o[i] = load_u32(p + 2*i + 2); }
 '''
+# The options weft compiles with (cuda-ext/src/nvrtc.rs, options()).
 opts = ('--gpu-architecture=compute_90','--std=c++17','--ftz=false','--prec-div=true','--prec-sqrt=true','--fmad=false','--device-as-default-execution-space')
 mod = cp.RawModule(code=src, options=opts, backend='nvrtc')
 fn = mod.get_function
@@ -42,6 +43,14 @@ def q8_ref(x, with_sum=False):
             out[r, b, 0:2] = np.array([d], np.float16).view(np.uint8)
             if with_sum: out[r, b, 2:4] = np.array([d*np.float32(q.sum())], np.float16).view(np.uint8)
     return out.reshape(rows, -1)
+
+def f16_scales(rows, nb, lo, hi):
+    """Random f16 block scales in [lo, hi) as (rows, nb, 2) bytes."""
+    return rng.uniform(lo, hi, (rows, nb)).astype(np.float16).view(np.uint8).reshape(rows, nb, 2)
+
+def f16_at(a):
+    """The f16 values held in the last axis's byte pairs of `a`, as float64."""
+    return a.copy().view(np.float16).astype(np.float64)
 
 def check(name, f):
     try: f()
@@ -74,16 +83,17 @@ def t_quant():
         out = cp.zeros(rows*nb*bs, cp.uint8)
         run(kname, ((nb+3)//4, rows), (128,), (cp.asarray(x), out, u32(cols)))
         got = out.get().reshape(rows, nb, bs); want = q8_ref(x, ws).reshape(rows, nb, bs)
-        dq = (got[:, :, 0:2] != want[:, :, 0:2]).any(-1); qq = (got[:, :, (4 if ws else 2):] != want[:, :, (4 if ws else 2):])
+        off = 4 if ws else 2
+        dq = (got[:, :, 0:2] != want[:, :, 0:2]).any(-1); qq = (got[:, :, off:] != want[:, :, off:])
         if dq.sum() or qq.sum(): failed.append(kname)
         print(kname, 'blocks with a different d:', int(dq.sum()), 'of', rows*nb, ' quant bytes different:', int(qq.sum()))
         if qq.sum():
             r, b, i = [int(v[0]) for v in np.nonzero(qq)]
-            print('   first at row', r, 'block', b, 'byte', i, 'got', got[r, b, (4 if ws else 2):][:8], 'want', want[r, b, (4 if ws else 2):][:8])
+            print('   first at row', r, 'block', b, 'byte', i, 'got', got[r, b, off:][:8], 'want', want[r, b, off:][:8])
 
 def deq_act(a, nb, ws):
     bs = 36 if ws else 34; a = a.reshape(-1, nb, bs); off = 4 if ws else 2
-    d = a[:, :, 0:2].copy().view(np.float16).astype(np.float64)
+    d = f16_at(a[:, :, 0:2])
     q = a[:, :, off:].view(np.int8).astype(np.float64)
     return (d*q).reshape(a.shape[0], -1)
 
@@ -94,23 +104,23 @@ def t_matvec():
         # random weight blocks: f16 scale(s), then quants
         if ty == 'q8_0':
             blk = np.zeros((rows, nb, 34), np.uint8); blk[:, :, 2:] = rng.integers(0, 256, (rows, nb, 32))
-            blk[:, :, 0:2] = (rng.uniform(0.001, 0.01, (rows, nb)).astype(np.float16)).view(np.uint8).reshape(rows, nb, 2)
-            w = blk[:, :, 0:2].copy().view(np.float16).astype(np.float64) * blk[:, :, 2:].view(np.int8).astype(np.float64)
+            blk[:, :, 0:2] = f16_scales(rows, nb, 0.001, 0.01)
+            w = f16_at(blk[:, :, 0:2]) * blk[:, :, 2:].view(np.int8).astype(np.float64)
         elif ty in ('q4_0', 'q4_1'):
             bs = 18 if ty == 'q4_0' else 20; o = bs - 16
             blk = np.zeros((rows, nb, bs), np.uint8); blk[:, :, o:] = rng.integers(0, 256, (rows, nb, 16))
-            blk[:, :, 0:2] = (rng.uniform(0.001, 0.01, (rows, nb)).astype(np.float16)).view(np.uint8).reshape(rows, nb, 2)
-            if ty == 'q4_1': blk[:, :, 2:4] = (rng.uniform(-0.05, 0.05, (rows, nb)).astype(np.float16)).view(np.uint8).reshape(rows, nb, 2)
+            blk[:, :, 0:2] = f16_scales(rows, nb, 0.001, 0.01)
+            if ty == 'q4_1': blk[:, :, 2:4] = f16_scales(rows, nb, -0.05, 0.05)
             qs = blk[:, :, o:]; q = np.concatenate([qs & 15, qs >> 4], -1).astype(np.float64)
-            d = blk[:, :, 0:2].copy().view(np.float16).astype(np.float64)
-            w = d*(q-8) if ty == 'q4_0' else d*q + blk[:, :, 2:4].copy().view(np.float16).astype(np.float64)
+            d = f16_at(blk[:, :, 0:2])
+            w = d*(q-8) if ty == 'q4_0' else d*q + f16_at(blk[:, :, 2:4])
         else:  # q5_0
             blk = np.zeros((rows, nb, 22), np.uint8); blk[:, :, 2:] = rng.integers(0, 256, (rows, nb, 20))
-            blk[:, :, 0:2] = (rng.uniform(0.001, 0.01, (rows, nb)).astype(np.float16)).view(np.uint8).reshape(rows, nb, 2)
+            blk[:, :, 0:2] = f16_scales(rows, nb, 0.001, 0.01)
             qh = blk[:, :, 2:6].copy().view(np.uint32)[..., 0]
             qs = blk[:, :, 6:]; q = np.concatenate([qs & 15, qs >> 4], -1).astype(np.int64)
             q |= ((qh[..., None] >> np.arange(32)) & 1).astype(np.int64) << 4
-            w = blk[:, :, 0:2].copy().view(np.float16).astype(np.float64) * (q - 16)
+            w = f16_at(blk[:, :, 0:2]) * (q - 16)
         w = w.reshape(rows, cols)
         act = q8_ref(x, ws); ref = deq_act(act, nb, ws) @ w.T
         for kind in ('host-quantized act', 'gpu-quantized act'):

@@ -23,9 +23,9 @@ struct Params {
 @group(0) @binding(4) var<uniform> p: Params;
 
 // GELU (tanh approximation) exactly as the CPU backend (and llama.cpp) compute it: the input
-// rounded to f16 (exact.wgsl's ties-to-even; pack2x16float's rounding is the driver's), then looked up in the table of
-// f16-rounded results; saturating outside ±10. GPU tanh builtins are too loose to reproduce
-// the f16-rounded results.
+// rounded to f16 (exact.wgsl's ties-to-even; pack2x16float's rounding is the driver's), then
+// looked up in the table of f16-rounded results; saturating outside ±10. GPU tanh builtins are
+// too loose to reproduce the f16-rounded results.
 fn gelu(v: f32) -> f32 {
     if (v <= -10.0) {
         return 0.0;
