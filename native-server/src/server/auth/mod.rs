@@ -9,6 +9,7 @@
 //! once there is one the server stays closed.
 
 pub mod access;
+pub mod caller;
 pub mod limit;
 pub mod policy;
 pub mod secret;
