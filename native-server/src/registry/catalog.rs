@@ -486,4 +486,32 @@ impl Catalog {
         self.save()?;
         Ok((name, remove))
     }
+
+    /// Adds `name` for a model file already on disk (`POST /api/v1/models/library`), used in
+    /// place, saved like a created name. The caller has checked where `path` is; here: the
+    /// name is new and the file's header reads (else 400, with the reason).
+    pub fn add_library_entry(&mut self, name: &str, path: &Path) -> Result<String, RegistryError> {
+        let name = names::check_new(name)?;
+        if self.entries.contains_key(&name) {
+            return Err(RegistryError::Conflict(format!(
+                "{name:?} is already a model name: pick another, or delete it first"
+            )));
+        }
+        let facts = match self.facts.get(path) {
+            Some(Ok(f)) => f.clone(),
+            _ => Arc::new(Facts::read(path).map_err(RegistryError::Invalid)?),
+        };
+        self.facts.insert(path.to_path_buf(), Ok(facts));
+        self.entries.insert(
+            name.clone(),
+            Entry {
+                target: Target::File(path.to_path_buf()),
+                overrides: Overrides::default(),
+                origin: Origin::Created,
+            },
+        );
+        self.default.get_or_insert(name.clone());
+        self.save()?;
+        Ok(name)
+    }
 }

@@ -11,14 +11,14 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::Routes;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
 use super::state::Shared;
 
 /// Routes relative to `/api`.
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(chat))
+pub fn routes() -> Routes {
+    Routes::user(OpenApiRouter::new().routes(routes!(chat)))
         .merge(super::ollama::routes())
         .merge(super::ui::routes())
         .merge(super::admin::ui_routes())

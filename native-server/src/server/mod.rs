@@ -6,8 +6,9 @@
 //! - `ops/` (`/health`, `/ready`, `/metrics`) and `web/` (the in-browser page, model
 //!   downloads) at the root.
 //!
-//! `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
-//! audit of admin changes; persistent state (keys, users, tenants, settings, audit) is in the
+//! `auth/` decides who may call what: each surface's `routes()` declares its groups' roles
+//! (`auth::Routes`), and one layer on the whole router authenticates API keys, applies
+//! per-key rate limits and audits admin changes; persistent state (keys, users, tenants, settings, audit) is in the
 //! `weft-storage` crate (SQLite or Postgres). `request_log/` wraps every request (outside
 //! auth): its context (key id, model, tokens, moderation rules) and the event it sends to
 //! `/api/v1/logs/stream` when it ends; `moderation/` checks input and output against the rules.
@@ -47,39 +48,33 @@ mod ui;
 pub mod uploads;
 mod web;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use utoipa_axum::router::OpenApiRouter;
+use axum::response::Response;
+use axum::Router;
 
 pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
 pub use state::{AppState, ServeConfig, Shared};
 
 /// Every route, with the OpenAPI document, body limit, request ids and the backend header.
+/// Every route comes from a [`auth::Routes`] group that declared what it needs (see `auth`).
 pub fn router(state: Shared) -> Router {
-    let (routes, doc) = OpenApiRouter::with_openapi(openapi::base())
+    let doc = Arc::new(OnceLock::new());
+    let (routes, openapi) = auth::Routes::with_openapi(openapi::base())
         .nest("/v1", openai::routes())
         .nest("/api", api::routes())
         .merge(ops::routes())
         .merge(uploads::root_routes())
-        .split_for_parts();
-    let doc = Arc::new(doc);
-    let app = routes
-        .route(
-            "/openapi.json",
-            get(move || {
-                let doc = doc.clone();
-                async move { Json(doc.as_ref().clone()).into_response() }
-            }),
-        )
+        .merge(openapi::routes(doc.clone()))
         .merge(web::routes())
-        .fallback(no_route)
+        .fallback(auth::policy::Need::Public, no_route)
+        .split_for_parts();
+    let _ = doc.set(openapi);
+    let app = routes
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),

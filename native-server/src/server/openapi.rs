@@ -1,9 +1,16 @@
 //! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations and the
 //! request/response types as the routers are assembled, served at `GET /openapi.json`.
 
-use utoipa::OpenApi;
+use std::sync::{Arc, OnceLock};
 
-use super::error::{OpenAiErrorBody, PlainErrorBody};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Json;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use super::auth::Routes;
+use super::error::{ApiError, OpenAiErrorBody, PlainErrorBody};
 
 /// The document's fixed parts; the paths come from the routers.
 #[derive(OpenApi)]
@@ -27,4 +34,18 @@ pub fn base() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
+}
+
+/// `GET /openapi.json` (public): the document, filled in once the router is assembled.
+pub fn routes(doc: Arc<OnceLock<utoipa::openapi::OpenApi>>) -> Routes {
+    let serve = move || {
+        let doc = doc.clone();
+        async move {
+            match doc.get() {
+                Some(d) => Json(d.clone()).into_response(),
+                None => ApiError::unavailable("the API document is not built yet").plain(),
+            }
+        }
+    };
+    Routes::public(OpenApiRouter::new().route("/openapi.json", get(serve)))
 }

@@ -13,6 +13,7 @@ mod limits;
 mod logs;
 mod matrix;
 mod moderation;
+mod reference_shapes;
 mod replicas;
 mod restart;
 mod sessions;

@@ -1,8 +1,8 @@
 //! The admin plane, under `/api/v1` (the reference peer's routes): models and model jobs
 //! (`server/jobs/`), keys, users, tenants, settings, moderation rules (`server/moderation/`), the
 //! request-log stream, the audit log, `about`, A/B tests, LoRA adapters, backup/restore and
-//! restart. Who may call
-//! them is decided by the auth layer (`server/auth/`), not here; every change is audited there.
+//! restart. All need an admin key but `GET /about` (public), as `routes()` declares
+//! (`server/auth/`); every change is audited by the auth layer.
 
 mod ab;
 mod about;
@@ -11,6 +11,7 @@ mod audit;
 mod backup;
 pub mod common;
 pub mod keys;
+mod library;
 mod logs;
 mod models;
 pub mod restart;
@@ -20,15 +21,11 @@ mod time;
 pub mod types;
 mod users;
 
-use utoipa_axum::router::OpenApiRouter;
-
-use super::state::Shared;
-
-/// Routes relative to `/api/v1`.
-pub fn routes() -> OpenApiRouter<Shared> {
-    models::routes()
+/// Routes relative to `/api/v1`: all admin, but `GET /about` (public: version and backend discovery).
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let admin = models::routes()
         .merge(super::jobs::admin_routes())
-        .merge(about::routes())
         .merge(ab::routes())
         .merge(adapters::routes())
         .merge(audit::routes())
@@ -39,10 +36,11 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .merge(restart::routes())
         .merge(settings::routes())
         .merge(tenants::routes())
-        .merge(users::routes())
+        .merge(users::routes());
+    Routes::public(about::routes()).merge(Routes::admin(admin))
 }
 
 /// The chat UI's `POST /api/models/load` (relative to `/api`), which loads like the admin route.
-pub fn ui_routes() -> OpenApiRouter<Shared> {
-    models::ui_routes()
+pub fn ui_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::user(models::ui_routes())
 }

@@ -26,6 +26,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(load))
         .routes(routes!(unload))
         .routes(routes!(library))
+        .routes(routes!(super::library::add))
         .routes(routes!(alias))
         .routes(routes!(get_modelfile, put_modelfile))
 }

@@ -1,15 +1,36 @@
-//! Authentication and authorization, as one layer on the whole router (not a check in each
-//! handler): it reads `Authorization: Bearer <key>`, finds the key's role, checks it against
-//! the route ([`policy`]), applies the key's requests-per-minute limit ([`limit`]), hands the
-//! handlers a [`Principal`], and writes an audit row for every admin change.
+//! Authentication and authorization in the router's shape.
+//!
+//! **Who may call a route is declared where its group is mounted**, the way axum's examples
+//! nest an admin router behind an auth layer: every surface's `routes()` returns a
+//! [`Routes`], made only by constructors that take the need (`Routes::public`, `read`,
+//! `user`, `admin`, `metrics`, `pages`), each putting the check on its group with
+//! `route_layer`. There is no path table, and nothing converts a bare router into `Routes`,
+//! so **forgetting fails closed**: a route without a decision does not compile into the
+//! server. The needs: public (`/health`, `/ready`, `/openapi.json`, `GET /api/v1/about`, the
+//! static pages, and the 404 for paths no route serves); admin (all of `/api/v1`, the Ollama
+//! routes that change the model store, skill install/remove); read (`GET` on the inference
+//! side); use (inference, chat-UI sessions, uploads). `tests/tests/security/authz.rs` checks
+//! every route of the OpenAPI document, and the pages outside it, against
+//! `tests/tests/security/routes.tsv`, so a new route also needs a line there.
+//!
+//! Two layers share one [`Gate`] per request: the outer [`layer`] (on the whole router) opens
+//! it; the route's declaration authenticates `Authorization: Bearer <key>` (or lets a public
+//! request through without), checks the key's role, applies the key's requests-per-minute
+//! limit ([`limit`]), gives the handler the [`Principal`] (the [`caller::Caller`] extractor)
+//! and records the need. Back outside, the outer layer writes an audit row for admin changes
+//! ([`policy::audited`]) and adds the A/B headers. A backstop: the outer layer refuses (403,
+//! logged as a bug) the answer of any request no declaration saw — only a route added to the
+//! finished router by hand, outside `Routes`, could get there, and its handler has already
+//! run, which is why `Routes` is the rule and this only the net.
 //!
 //! **Open mode.** Until the first key is created (and with no `WEFT_ADMIN_KEY`), every request
-//! is let in as an admin, as before keys existed; `weft serve` refuses to start that way on a
-//! non-loopback address unless `--insecure-no-auth`. Keys are never deleted (only revoked), so
-//! once there is one the server stays closed.
+//! is let in as an admin (principal `open`), as before keys existed; `weft serve` refuses to
+//! start that way on a non-loopback address unless `--insecure-no-auth`. Keys are never
+//! deleted (only revoked), so once there is one the server stays closed.
 
 pub mod access;
 pub mod caller;
+mod declare;
 pub mod limit;
 pub mod policy;
 pub mod secret;
@@ -26,6 +47,7 @@ use axum::response::Response;
 use serde_json::Value;
 use weft_storage::{NewAudit, Storage};
 
+pub use self::declare::Routes;
 use self::policy::{Need, Role};
 use super::context::RequestCtx;
 use super::error::ApiError;
@@ -163,69 +185,82 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|k| !k.is_empty())
 }
 
-/// The layer: authenticate, authorize, run, audit.
+/// What the outer layer and the route's declaration tell each other about one request.
+pub(super) struct Gate {
+    pub(super) st: Shared,
+    /// The full path (nested routers see a stripped one).
+    pub(super) path: String,
+    /// What the matched route declared; `None`: nothing declared it (yet).
+    need: std::sync::OnceLock<Need>,
+    /// The key that made the request (also when its role was too low).
+    actor: std::sync::Mutex<Option<String>>,
+}
+
+impl Gate {
+    /// Records the declaration; returns the need to check ([`Need::Metrics`] resolved).
+    pub(super) fn declare(&self, need: Need) -> Need {
+        let _ = self.need.set(need);
+        match need {
+            Need::Metrics if self.st.auth.metrics_public.load(Ordering::Relaxed) => Need::Public,
+            Need::Metrics => Need::Read,
+            n => n,
+        }
+    }
+
+    pub(super) fn set_actor(&self, actor: &str) {
+        *self.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor.to_string());
+    }
+
+    fn actor(&self) -> Option<String> {
+        self.actor.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The outer layer, on the whole router: opens the request's [`Gate`], lets the router and
+/// the matched route's declaration ([`declare`]) decide, refuses a response no declaration
+/// saw, adds the A/B headers and writes the audit row.
 pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
-    let need = match policy::need(&method, &path) {
-        policy::Need::Read
-            if path == "/metrics" && st.auth.metrics_public.load(Ordering::Relaxed) =>
-        {
-            policy::Need::Public
-        }
-        need => need,
-    };
     let remote = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip().to_string());
-    let audit = |actor: Option<String>, status: u16, details: Option<Value>| NewAudit {
-        actor: actor.unwrap_or_else(|| "unauthenticated".into()),
-        method: method.to_string(),
-        route: path.clone(),
-        status,
-        remote: remote.clone(),
-        details,
-    };
-    let (actor, outcome) = match authorize(&st, need, req.headers()).await {
-        Ok(p) => (p.as_ref().map(|p| p.actor.clone()), Ok(p)),
-        Err((actor, e)) => (actor, Err(e)),
-    };
-    // The request's context (made by the request-log layer outside this one) learns who it
-    // is: the request log and moderation flags name the key by its id.
+    let gate = Arc::new(Gate {
+        st: st.clone(),
+        path: path.clone(),
+        need: Default::default(),
+        actor: Default::default(),
+    });
+    req.extensions_mut().insert(gate.clone());
     let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
-    if let (Some(a), Some(ctx)) = (&actor, &ctx) {
-        ctx.set_actor(a);
+    let mut res = next.run(req).await;
+    let need = gate.need.get().copied();
+    if need.is_none() {
+        // Only a route added to the router outside `Routes` gets here (a bug): its handler
+        // has run, but its answer does not leave.
+        tracing::error!(%method, %path, "a route without a declared role answered; refused");
+        res = ApiError::forbidden(format!(
+            "{method} {path} declares no role, so nobody may call it"
+        ))
+        .for_path(&path);
     }
-    let res = match outcome {
-        Ok(p) => {
-            if let Some(p) = &p {
-                req.extensions_mut().insert(p.clone());
-            }
-            if let Some(ctx) = &ctx {
-                ctx.set_principal(p);
-            }
-            let mut res = next.run(req).await;
-            if let Some((test, v)) = ctx.as_ref().and_then(|c| c.ab()) {
-                if let Ok(t) = HeaderValue::from_str(&test) {
-                    res.headers_mut().insert("x-ab-test-id", t);
-                    res.headers_mut()
-                        .insert("x-ab-variant", HeaderValue::from_static(v.as_str()));
-                }
-            }
-            res
+    if let Some((test, v)) = ctx.as_ref().and_then(|c| c.ab()) {
+        if let Ok(t) = HeaderValue::from_str(&test) {
+            res.headers_mut().insert("x-ab-test-id", t);
+            res.headers_mut()
+                .insert("x-ab-variant", HeaderValue::from_static(v.as_str()));
         }
-        Err(e) => {
-            let mut r = e.for_path(&path);
-            if r.status() == 401 {
-                r.headers_mut()
-                    .insert("www-authenticate", HeaderValue::from_static("Bearer"));
-            }
-            r
-        }
-    };
-    if policy::audited(&method, &path) {
+    }
+    if policy::audited(&method, &path, need) {
         let details = res.extensions().get::<AuditDetails>().map(|d| d.0.clone());
-        let row = audit(actor, res.status().as_u16(), details);
+        let row = NewAudit {
+            actor: gate.actor().unwrap_or_else(|| "unauthenticated".into()),
+            method: method.to_string(),
+            route: path.clone(),
+            status: res.status().as_u16(),
+            remote,
+            details,
+        };
         if let Err(e) = st.storage.append_audit(row).await {
             tracing::error!(error = %e, "writing an audit row");
         }
@@ -235,7 +270,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
 
 /// The principal a request may proceed as, or the error (with the actor when the key was
 /// valid but its role too low).
-async fn authorize(
+pub(super) async fn authorize(
     st: &Shared,
     need: Need,
     headers: &HeaderMap,

@@ -1,23 +1,23 @@
-//! Which role a route needs. One table for the whole server, so a new route is covered
-//! without touching its handler:
-//!
-//! - public: `/health`, `/ready`, `GET /api/v1/about`, the OpenAPI document, the static files
-//!   of the chat page (`/`, `/chat/…`) and of the in-browser page (`/play/…`): they hold no
-//!   data, and the chat page asks for a key when its API calls answer 401;
-//! - admin: everything under `/api/v1`, and the routes that change the model store or the
-//!   installed skills (Ollama's create, copy, delete, pull, push, blobs; skill install/remove);
-//! - read: `GET`/`HEAD` on any other route (a `readonly` key);
-//! - use: any other method on any other route: inference (a `user` key).
+//! What a route group may need, what a key's role allows, and which requests are audited.
+//! Which route needs what is not here: each group declares it where it is mounted
+//! ([`super::Routes`]); see the module comment of `auth`.
 
 use axum::http::Method;
 
-/// What a request needs.
+/// What a route group needs (declared where it is mounted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Need {
+    /// No key: `/health`, `/ready`, the OpenAPI document, `GET /api/v1/about`, static pages.
     Public,
+    /// A `readonly` key or better: reads on the inference side (lists, shows, downloads).
     Read,
+    /// A `user` key or better: inference, chat-UI sessions, uploads.
     Use,
+    /// An `admin` key: the admin plane, model-store changes, skill install/remove.
     Admin,
+    /// `GET /metrics`: [`Need::Read`], or [`Need::Public`] while the `metrics_public`
+    /// setting is on (so a scraper needs no key).
+    Metrics,
 }
 
 /// A key's role; each includes what the one before it may do.
@@ -46,62 +46,25 @@ impl Role {
         }
     }
 
-    /// Whether this role may make a request that needs `need`.
+    /// Whether this role may make a request that needs `need` ([`Need::Metrics`] already
+    /// resolved to `Read` or `Public` by the caller; as given it counts as `Read`).
     pub fn allows(self, need: Need) -> bool {
         match need {
-            Need::Public | Need::Read => true,
+            Need::Public | Need::Read | Need::Metrics => true,
             Need::Use => self >= Role::User,
             Need::Admin => self == Role::Admin,
         }
     }
 }
 
-const STORE_CHANGES: &[&str] = &[
-    "/api/create",
-    "/api/copy",
-    "/api/delete",
-    "/api/pull",
-    "/api/push",
-];
-
-/// A static file of the chat page or the in-browser page.
-fn is_page(path: &str) -> bool {
-    ["/play", "/chat"].contains(&path)
-        || path == "/"
-        || path.starts_with("/play/")
-        || path.starts_with("/chat/")
-}
-
-/// What `method path` needs.
-pub fn need(method: &Method, path: &str) -> Need {
-    let read = method == Method::GET || method == Method::HEAD;
-    if matches!(path, "/health" | "/ready" | "/openapi.json")
-        || (read && (path == "/api/v1/about" || is_page(path)))
-    {
-        return Need::Public;
-    }
-    if path == "/api/v1" || path.starts_with("/api/v1/") {
-        return Need::Admin;
-    }
-    if STORE_CHANGES.contains(&path)
-        || path.starts_with("/api/blobs/")
-        || (!read && path.split('/').any(|seg| seg == "skills"))
-    {
-        return Need::Admin;
-    }
-    if read {
-        Need::Read
-    } else {
-        Need::Use
-    }
-}
-
-/// Whether a request changes admin state and so is audited.
-pub fn audited(method: &Method, path: &str) -> bool {
+/// Whether a request is written to the audit log: `need` is what its route declared
+/// (`None`: no route declared one, e.g. a path no route serves). The auth layer calls this
+/// once per request, so changing which requests are audited is a change here only.
+pub fn audited(method: &Method, path: &str, need: Option<Need>) -> bool {
     let read = method == Method::GET || method == Method::HEAD || method == Method::OPTIONS;
     // A backup download carries every key and password hash: who took one is recorded too.
-    (!read && need(method, path) == Need::Admin)
-        || (method == Method::GET && path == "/api/v1/backup")
+    (!read && need == Some(Need::Admin))
+        || (method == Method::GET && need == Some(Need::Admin) && path == "/api/v1/backup")
 }
 
 #[cfg(test)]
@@ -109,23 +72,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn routes_map_to_needs() {
-        assert_eq!(need(&Method::GET, "/health"), Need::Public);
-        assert_eq!(need(&Method::GET, "/api/v1/about"), Need::Public);
-        assert_eq!(need(&Method::GET, "/"), Need::Public);
-        assert_eq!(need(&Method::GET, "/chat/chat.js"), Need::Public);
-        assert_eq!(need(&Method::POST, "/"), Need::Use);
-        assert_eq!(need(&Method::GET, "/api/models"), Need::Read);
-        assert_eq!(need(&Method::POST, "/api/v1/about"), Need::Admin);
-        assert_eq!(need(&Method::GET, "/api/v1/keys"), Need::Admin);
-        assert_eq!(need(&Method::GET, "/v1/models"), Need::Read);
-        assert_eq!(need(&Method::POST, "/v1/chat/completions"), Need::Use);
-        assert_eq!(need(&Method::DELETE, "/api/delete"), Need::Admin);
-        assert_eq!(need(&Method::POST, "/api/skills"), Need::Admin);
-        assert_eq!(need(&Method::GET, "/api/skills"), Need::Read);
-        assert!(Role::User.allows(Need::Use) && !Role::User.allows(Need::Admin));
-        assert!(Role::Readonly.allows(Need::Read) && !Role::Readonly.allows(Need::Use));
-        assert!(audited(&Method::POST, "/api/v1/keys"));
-        assert!(!audited(&Method::GET, "/api/v1/keys"));
+    fn each_role_includes_the_one_below() {
+        use Need::*;
+        let table = [
+            (Role::Readonly, [true, true, false, false, true]),
+            (Role::User, [true, true, true, false, true]),
+            (Role::Admin, [true, true, true, true, true]),
+        ];
+        for (role, allowed) in table {
+            for (need, ok) in [Public, Read, Use, Admin, Metrics].into_iter().zip(allowed) {
+                assert_eq!(role.allows(need), ok, "{role:?} {need:?}");
+            }
+        }
+        for r in [Role::Readonly, Role::User, Role::Admin] {
+            assert_eq!(Role::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Role::parse("root"), None);
+    }
+
+    #[test]
+    fn admin_changes_and_backups_are_audited() {
+        assert!(audited(&Method::POST, "/api/v1/keys", Some(Need::Admin)));
+        assert!(audited(&Method::DELETE, "/api/delete", Some(Need::Admin)));
+        assert!(audited(&Method::GET, "/api/v1/backup", Some(Need::Admin)));
+        assert!(!audited(&Method::GET, "/api/v1/keys", Some(Need::Admin)));
+        assert!(!audited(&Method::POST, "/v1/chat/completions", Some(Need::Use)));
+        // A path no route serves declares nothing, so it writes no row.
+        assert!(!audited(&Method::POST, "/api/v1/nothing-here", None));
     }
 }

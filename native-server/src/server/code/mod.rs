@@ -135,8 +135,10 @@ impl CodeTools {
 
 /// Routes relative to `/api`. The path is a wildcard (files sit in folders), which utoipa's
 /// route macro would register as one segment, so the route is added by hand.
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().route("/code/artifacts/{run_id}/{*path}", get(artifact))
+pub fn routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::read(
+        OpenApiRouter::new().route("/code/artifacts/{run_id}/{*path}", get(artifact)),
+    )
 }
 
 /// One file a run wrote, as a download (never rendered inline by a browser). The annotation

@@ -22,15 +22,17 @@ use crate::registry::WorkerError;
 use types::*;
 
 /// `/v1/embeddings`, relative to `/v1`.
-pub fn openai_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().routes(routes!(openai))
+pub fn openai_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::user(OpenApiRouter::new().routes(routes!(openai)))
 }
 
 /// `/api/embed` and `/api/embeddings`, relative to `/api`.
-pub fn ollama_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(ollama_embed))
-        .routes(routes!(ollama_legacy))
+pub fn ollama_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::user(
+        OpenApiRouter::new()
+            .routes(routes!(ollama_embed))
+            .routes(routes!(ollama_legacy)),
+    )
 }
 
 /// Leases the model and embeds; returns the vectors, the model's name and the nanoseconds the

@@ -50,13 +50,15 @@ pub fn admin_routes() -> OpenApiRouter<Shared> {
 }
 
 /// Ollama's `/pull`, relative to `/api`.
-pub fn ollama_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(ollama_pull::pull))
-        .routes(routes!(
-            ollama_create::blob_exists,
-            ollama_create::blob_upload
-        ))
+pub fn ollama_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::admin(
+        OpenApiRouter::new()
+            .routes(routes!(ollama_pull::pull))
+            .routes(routes!(
+                ollama_create::blob_exists,
+                ollama_create::blob_upload
+            )),
+    )
 }
 
 /// A job, as the job runner reports it (id, kind, phase, progress, times, status, error).

@@ -16,7 +16,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::PlainError;
-use super::state::Shared;
 use types::Version;
 
 type Res = Result<Response, PlainError>;
@@ -27,11 +26,13 @@ fn now_rfc3339() -> String {
 }
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let inference = OpenApiRouter::new()
         .routes(routes!(generate::generate))
-        .routes(routes!(chat::chat_alias))
-        .routes(routes!(version))
+        .routes(routes!(chat::chat_alias));
+    Routes::user(inference)
+        .merge(Routes::read(OpenApiRouter::new().routes(routes!(version))))
         .merge(models::routes())
         .merge(super::embeddings::ollama_routes())
         .merge(super::jobs::ollama_routes())

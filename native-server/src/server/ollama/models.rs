@@ -25,14 +25,20 @@ use crate::server::state::{rfc3339, Shared};
 use crate::server::stream::{json_frame, ndjson};
 
 /// Routes relative to `/api`.
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let reads = OpenApiRouter::new()
         .routes(routes!(tags))
-        .routes(routes!(ps))
-        .routes(routes!(show))
+        .routes(routes!(ps));
+    // `show` is a POST (Ollama's shape), so it needs what inference needs.
+    let show = OpenApiRouter::new().routes(routes!(show));
+    let store_changes = OpenApiRouter::new()
         .routes(routes!(copy))
         .routes(routes!(delete_model))
-        .routes(routes!(create))
+        .routes(routes!(create));
+    Routes::read(reads)
+        .merge(Routes::user(show))
+        .merge(Routes::admin(store_changes))
 }
 
 /// One `/api/tags` entry.

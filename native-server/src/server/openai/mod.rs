@@ -21,24 +21,29 @@ use utoipa_axum::routes;
 pub use request::finish_reason;
 
 use super::error::{ApiError, OpenAiError};
-use super::state::Shared;
 
 type Res = Result<Response, OpenAiError>;
 
 /// Routes relative to `/v1`.
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let reads = OpenApiRouter::new()
         .routes(routes!(models::list))
         .routes(routes!(models::one))
+        .routes(routes!(super::ops::metrics_json));
+    let inference = OpenApiRouter::new()
         .routes(routes!(chat::chat))
         .routes(routes!(completions::completions))
         .routes(routes!(tokenize::tokenize))
-        .routes(routes!(tokenize::detokenize))
-        .routes(routes!(super::ops::metrics_json))
+        .routes(routes!(tokenize::detokenize));
+    // Any other `/v1` path is a 501 for any key (it does nothing).
+    let rest = OpenApiRouter::new().route("/{*rest}", any(not_implemented));
+    Routes::read(reads)
+        .merge(Routes::user(inference))
         .merge(responses::routes())
         .merge(super::embeddings::openai_routes())
         .merge(super::skills::openai_routes())
-        .route("/{*rest}", any(not_implemented))
+        .merge(Routes::read(rest))
 }
 
 async fn not_implemented(Path(rest): Path<String>) -> Response {

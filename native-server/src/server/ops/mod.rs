@@ -15,11 +15,14 @@ use super::state::Shared;
 use crate::registry::HistogramData;
 
 /// Ops routes (at the root).
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let probes = OpenApiRouter::new()
         .routes(routes!(health))
-        .routes(routes!(ready))
-        .routes(routes!(metrics))
+        .routes(routes!(ready));
+    Routes::public(probes).merge(Routes::metrics(
+        OpenApiRouter::new().routes(routes!(metrics)),
+    ))
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -17,17 +17,24 @@ use super::state::Shared;
 pub use types::*;
 
 /// Routes relative to `/api`.
-pub fn ui_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(list, install))
-        .routes(routes!(one, remove))
+pub fn ui_routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let reads = OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(one));
+    let changes = OpenApiRouter::new()
+        .routes(routes!(install))
+        .routes(routes!(remove));
+    Routes::read(reads).merge(Routes::admin(changes))
 }
 
 /// Routes relative to `/v1`.
-pub fn openai_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(openai_list))
-        .routes(routes!(openai_one))
+pub fn openai_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::read(
+        OpenApiRouter::new()
+            .routes(routes!(openai_list))
+            .routes(routes!(openai_one)),
+    )
 }
 
 /// Runs `f` on the registry off the async workers.

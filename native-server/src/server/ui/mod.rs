@@ -16,15 +16,17 @@ use utoipa_axum::routes;
 
 pub use sessions::DEFAULT_SESSION;
 
-use super::state::Shared;
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(chat::ui_chat))
-        .routes(routes!(sessions::create))
-        .routes(routes!(sessions::delete))
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let reads = OpenApiRouter::new()
         .routes(routes!(history::history))
         .routes(routes!(status::models))
-        .routes(routes!(status::queue))
+        .routes(routes!(status::queue));
+    let changes = OpenApiRouter::new()
+        .routes(routes!(chat::ui_chat))
+        .routes(routes!(sessions::create))
+        .routes(routes!(sessions::delete));
+    Routes::read(reads).merge(Routes::user(changes))
 }

@@ -24,7 +24,6 @@ use axum::extract::DefaultBodyLimit;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::state::Shared;
 
 /// Upload settings (`weft serve --uploads-dir`, `--upload-max-file`, `--upload-max-request`).
 #[derive(Clone, Debug)]
@@ -77,13 +76,15 @@ impl Uploads {
 
 /// `POST /upload`, relative to `/api`. The handler counts the bytes itself against the upload
 /// limits, which are larger than the server's JSON `--body-limit`.
-pub fn api_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
-        .routes(routes!(upload::upload))
-        .layer(DefaultBodyLimit::disable())
+pub fn api_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::user(
+        OpenApiRouter::new()
+            .routes(routes!(upload::upload))
+            .layer(DefaultBodyLimit::disable()),
+    )
 }
 
 /// `GET /uploads/{name}`, at the root.
-pub fn root_routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new().routes(routes!(download::download))
+pub fn root_routes() -> crate::server::auth::Routes {
+    crate::server::auth::Routes::read(OpenApiRouter::new().routes(routes!(download::download)))
 }

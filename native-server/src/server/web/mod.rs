@@ -28,14 +28,18 @@ use super::state::Shared;
 mod chat;
 
 /// Page and download routes.
-pub fn routes() -> Router<Shared> {
-    Router::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::{policy::Need, Routes};
+    // The pages hold no data (the chat page asks for a key when its API calls answer 401).
+    let pages = Router::new()
         .merge(chat::routes())
         .route("/play", get(|| async { Redirect::permanent("/play/") }))
         .route("/play/", get(|| page(String::new())))
-        .route("/play/{*path}", get(|UrlPath(p): UrlPath<String>| page(p)))
+        .route("/play/{*path}", get(|UrlPath(p): UrlPath<String>| page(p)));
+    let models = Router::new()
         .route("/models", get(list))
-        .route("/models/{name}/file", get(download).head(download))
+        .route("/models/{name}/file", get(download).head(download));
+    Routes::pages(Need::Public, pages).merge(Routes::pages(Need::Read, models))
 }
 
 /// Where the page's files are.

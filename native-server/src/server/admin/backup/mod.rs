@@ -53,7 +53,8 @@ fn internal(what: &str, e: impl std::fmt::Display) -> PlainError {
 }
 
 /// The whole storage as a ZIP download (`weft-backup-<unix time>.zip`).
-#[utoipa::path(get, path = "/backup", tag = "admin",
+/// `POST` is the reference peer's method; `GET` stays for links and `curl -O`.
+#[utoipa::path(method(get, post), path = "/backup", tag = "admin",
     responses((status = 200, description = "A ZIP: manifest.json, settings.json, tables/<table>.jsonl", content_type = "application/zip", body = Vec<u8>),
               (status = 403, body = PlainErrorBody)))]
 async fn backup(State(st): State<Shared>) -> Result<Response, PlainError> {

@@ -14,12 +14,15 @@ mod types;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::server::state::Shared;
 
 /// Routes relative to `/v1`.
-pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::new()
+pub fn routes() -> crate::server::auth::Routes {
+    use crate::server::auth::Routes;
+    let reads = OpenApiRouter::new()
+        .routes(routes!(retrieve::retrieve))
+        .routes(routes!(retrieve::input_items));
+    let changes = OpenApiRouter::new()
         .routes(routes!(create::create))
-        .routes(routes!(retrieve::retrieve, retrieve::delete))
-        .routes(routes!(retrieve::input_items))
+        .routes(routes!(retrieve::delete));
+    Routes::read(reads).merge(Routes::user(changes))
 }
