@@ -95,10 +95,16 @@ fn table() -> Vec<Route> {
         }
         let cols: Vec<&str> = line.split('\t').map(str::trim).collect();
         let [method, path, need] = cols[..] else {
-            panic!("routes.tsv line {}: want `METHOD<TAB>PATH<TAB>ROLE`: {line:?}", i + 1);
+            panic!(
+                "routes.tsv line {}: want `METHOD<TAB>PATH<TAB>ROLE`: {line:?}",
+                i + 1
+            );
         };
         let need = Need::parse(need).unwrap_or_else(|| {
-            panic!("routes.tsv line {}: role {need:?} is not public, read, user or admin", i + 1)
+            panic!(
+                "routes.tsv line {}: role {need:?} is not public, read, user or admin",
+                i + 1
+            )
         });
         out.push(Route {
             method: method.to_ascii_uppercase(),
@@ -112,7 +118,9 @@ fn table() -> Vec<Route> {
 /// Every (method, path) of the server's OpenAPI document.
 fn documented(doc: &Value) -> BTreeSet<(String, String)> {
     let paths = doc["paths"].as_object().expect("the document has paths");
-    let methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+    let methods = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
     let mut out = BTreeSet::new();
     for (path, item) in paths {
         for m in methods {
@@ -169,7 +177,8 @@ fn fill(template: &str) -> String {
 fn probe(port: u16, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -296,7 +305,10 @@ fn every_route(db: &Db) {
     let doc = call(&c, "", "GET", "/openapi.json", None);
     assert_eq!(doc.status, 200, "{}", doc.body);
     same_routes(&table, &documented(&doc.json()));
-    assert_eq!(call(&c, "", "GET", "/api/v1/about", None).json()["auth"], "open");
+    assert_eq!(
+        call(&c, "", "GET", "/api/v1/about", None).json()["auth"],
+        "open"
+    );
     let mut callers = vec![Caller {
         name: "open mode",
         headers: vec![],
@@ -346,17 +358,33 @@ fn every_route(db: &Db) {
             unauthenticated: true,
             only_changes: false,
         },
-        Caller::key("a key never issued", "weft_authz-probe-not-a-key-0000000000", None),
+        Caller::key(
+            "a key never issued",
+            "weft_authz-probe-not-a-key-0000000000",
+            None,
+        ),
         Caller::key("readonly", &readonly, Some(Need::Read)),
         Caller::key("user", &user, Some(Need::User)),
         Caller::key("user of another tenant", &other, Some(Need::User)),
         Caller::key("admin", &admin, Some(Need::Admin)),
     ];
     // `GET /metrics` needs a key unless the `metrics_public` setting is on.
-    let r = call(&c, &admin, "PATCH", "/api/v1/settings", Some(r#"{"metrics_public": true}"#));
+    let r = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"metrics_public": true}"#),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(call(&c, "", "GET", "/metrics", None).status, 200);
-    let r = call(&c, &admin, "PATCH", "/api/v1/settings", Some(r#"{"metrics_public": false}"#));
+    let r = call(
+        &c,
+        &admin,
+        "PATCH",
+        "/api/v1/settings",
+        Some(r#"{"metrics_public": false}"#),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(call(&c, "", "GET", "/metrics", None).status, 401);
 

@@ -9,8 +9,16 @@ use weft_tests::Client;
 use crate::harness::{api_key, call, Db};
 use crate::on_both;
 
-on_both!(backup_by_post, backup_by_post_sqlite, backup_by_post_postgres);
-on_both!(library_entries, library_entries_sqlite, library_entries_postgres);
+on_both!(
+    backup_by_post,
+    backup_by_post_sqlite,
+    backup_by_post_postgres
+);
+on_both!(
+    library_entries,
+    library_entries_sqlite,
+    library_entries_postgres
+);
 
 /// Whether `body` (read as lossy UTF-8) is a ZIP holding the backup's manifest.
 fn is_backup_zip(body: &str) -> bool {
@@ -24,8 +32,17 @@ fn backup_by_post(db: &Db) {
     let (_, user) = api_key(&c, &admin, json!({"name": "u", "role": "user"}));
     for method in ["POST", "GET"] {
         let r = call(&c, &admin, method, "/api/v1/backup", None);
-        assert_eq!(r.status, 200, "{method}: {}", r.body.get(..200).unwrap_or(""));
-        assert_eq!(r.header("content-type"), Some("application/zip"), "{method}");
+        assert_eq!(
+            r.status,
+            200,
+            "{method}: {}",
+            r.body.get(..200).unwrap_or("")
+        );
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/zip"),
+            "{method}"
+        );
         assert!(
             r.header("content-disposition")
                 .is_some_and(|d| d.contains("weft-backup-")),
@@ -86,7 +103,13 @@ fn library_entries(db: &Db) {
     let (_, user) = api_key(&c, &admin, json!({"name": "u", "role": "user"}));
     let path = model.canonicalize().unwrap().display().to_string();
     let add = |key: &str, body: serde_json::Value| {
-        call(&c, key, "POST", "/api/v1/models/library", Some(&body.to_string()))
+        call(
+            &c,
+            key,
+            "POST",
+            "/api/v1/models/library",
+            Some(&body.to_string()),
+        )
     };
 
     // Only an admin may add an entry.
@@ -101,7 +124,11 @@ fn library_entries(db: &Db) {
     assert_eq!(j["origin"], "created");
     assert_eq!(j["architecture"], "llama", "{j}");
     assert!(j["size"].as_u64().unwrap() > 1_000_000, "{j}");
-    assert!(!r.body.contains(&path), "the answer names a file: {}", r.body);
+    assert!(
+        !r.body.contains(&path),
+        "the answer names a file: {}",
+        r.body
+    );
     let e = listed(&c, &admin, "lib-smol").expect("the new entry is listed");
     assert_eq!(e["origin"], "created", "{e}");
     assert!(e["broken"].is_null(), "{e}");
@@ -109,7 +136,13 @@ fn library_entries(db: &Db) {
     // The name serves: a generation on it.
     let chat = json!({"model": "lib-smol", "max_tokens": 2,
         "messages": [{"role": "user", "content": "Hi"}]});
-    let r = call(&c, &user, "POST", "/v1/chat/completions", Some(&chat.to_string()));
+    let r = call(
+        &c,
+        &user,
+        "POST",
+        "/v1/chat/completions",
+        Some(&chat.to_string()),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
 
     // Refusals, none of which names a server folder.
@@ -117,13 +150,33 @@ fn library_entries(db: &Db) {
     let cases = [
         (json!({"name": "lib-smol", "path": path}), 409, "already"),
         (json!({"name": "smol", "path": path}), 409, "already"),
-        (json!({"name": "x1", "path": "/etc/hostname"}), 400, "import root"),
-        (json!({"name": "x2", "path": "../../../../../../../../etc/hostname"}), 400, "import root"),
+        (
+            json!({"name": "x1", "path": "/etc/hostname"}),
+            400,
+            "import root",
+        ),
+        (
+            json!({"name": "x2", "path": "../../../../../../../../etc/hostname"}),
+            400,
+            "import root",
+        ),
         (json!({"name": "x3", "path": "notes.txt"}), 400, ".gguf"),
         (json!({"name": "x4", "path": "fake.gguf"}), 400, ""),
-        (json!({"name": "x5", "path": "missing.gguf"}), 400, "readable"),
-        (json!({"name": "../x6", "path": path}), 400, "invalid model name"),
-        (json!({"name": "x7", "path": path, "url": "http://x"}), 400, ""),
+        (
+            json!({"name": "x5", "path": "missing.gguf"}),
+            400,
+            "readable",
+        ),
+        (
+            json!({"name": "../x6", "path": path}),
+            400,
+            "invalid model name",
+        ),
+        (
+            json!({"name": "x7", "path": path, "url": "http://x"}),
+            400,
+            "",
+        ),
         (json!({"name": "x8"}), 400, ""),
     ];
     for (body, status, words) in cases {
@@ -131,7 +184,10 @@ fn library_entries(db: &Db) {
         assert_eq!(r.status, status, "{body}: {}", r.body);
         let msg = r.json()["error"].as_str().unwrap_or("").to_string();
         assert!(msg.contains(words), "{body}: {msg}");
-        assert!(!msg.contains(&home), "{body}: the error names a folder: {msg}");
+        assert!(
+            !msg.contains(&home),
+            "{body}: the error names a folder: {msg}"
+        );
     }
     for n in ["x1", "x2", "x3", "x4", "x5", "x7", "x8"] {
         assert!(listed(&c, &admin, n).is_none(), "{n} was added");
@@ -145,7 +201,13 @@ fn library_entries(db: &Db) {
     assert_eq!(e["origin"], "created", "{e}");
     assert!(e["broken"].is_null(), "{e}");
     // Deleting the name leaves the file (it is outside the models folder).
-    let r = call(&c, &admin, "DELETE", "/api/delete", Some(r#"{"model": "lib-smol"}"#));
+    let r = call(
+        &c,
+        &admin,
+        "DELETE",
+        "/api/delete",
+        Some(r#"{"model": "lib-smol"}"#),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(model.exists());
     assert!(listed(&c, &admin, "lib-smol").is_none());

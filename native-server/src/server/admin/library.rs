@@ -60,9 +60,9 @@ fn locate(given: &str, roots: &[PathBuf]) -> Result<PathBuf, ApiError> {
             "path must be a file inside the models folder or an import root (--import-root)",
         )
     };
-    let real = p.canonicalize().map_err(|_| {
-        ApiError::invalid("path does not name a readable file on the server")
-    })?;
+    let real = p
+        .canonicalize()
+        .map_err(|_| ApiError::invalid("path does not name a readable file on the server"))?;
     if !roots.iter().any(|r| real.starts_with(r)) {
         return Err(outside());
     }

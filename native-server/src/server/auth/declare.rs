@@ -36,9 +36,11 @@ impl Routes {
     }
 
     fn declare(need: Need, r: OpenApiRouter<Shared>) -> Routes {
-        Routes(r.route_layer(middleware::from_fn(move |req: Request, next: Next| {
-            require(need, req, next)
-        })))
+        Routes(
+            r.route_layer(middleware::from_fn(move |req: Request, next: Next| {
+                require(need, req, next)
+            })),
+        )
     }
 
     /// Routes anyone may call, without a key.

@@ -96,7 +96,11 @@ mod tests {
         assert!(audited(&Method::DELETE, "/api/delete", Some(Need::Admin)));
         assert!(audited(&Method::GET, "/api/v1/backup", Some(Need::Admin)));
         assert!(!audited(&Method::GET, "/api/v1/keys", Some(Need::Admin)));
-        assert!(!audited(&Method::POST, "/v1/chat/completions", Some(Need::Use)));
+        assert!(!audited(
+            &Method::POST,
+            "/v1/chat/completions",
+            Some(Need::Use)
+        ));
         // A path no route serves declares nothing, so it writes no row.
         assert!(!audited(&Method::POST, "/api/v1/nothing-here", None));
     }

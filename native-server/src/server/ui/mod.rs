@@ -16,7 +16,6 @@ use utoipa_axum::routes;
 
 pub use sessions::DEFAULT_SESSION;
 
-
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
 pub fn routes() -> crate::server::auth::Routes {
     use crate::server::auth::Routes;

@@ -24,7 +24,6 @@ use axum::extract::DefaultBodyLimit;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-
 /// Upload settings (`weft serve --uploads-dir`, `--upload-max-file`, `--upload-max-request`).
 #[derive(Clone, Debug)]
 pub struct UploadConfig {

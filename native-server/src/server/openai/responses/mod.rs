@@ -14,7 +14,6 @@ mod types;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-
 /// Routes relative to `/v1`.
 pub fn routes() -> crate::server::auth::Routes {
     use crate::server::auth::Routes;
