@@ -19,10 +19,13 @@ pub struct Limits {
     pub stdout_bytes: usize,
     /// Bytes of stderr kept; writing more stops the run.
     pub stderr_bytes: usize,
-    /// Bytes the run may write to files in its workspace (counted on every write, overwrites
-    /// included); a write past it fails with "no space left on device".
+    /// Bytes the run may add to files in its workspace: every byte written (overwrites
+    /// included), the gap a write past the end of a file leaves (a sparse file counts at its
+    /// logical length) and the growth of `truncate` / set-size. A call past it fails with
+    /// "no space left on device".
     pub file_bytes: u64,
-    /// Files and directories the run may create; past it creation fails the same way.
+    /// Directory entries the run may create: files, directories, symlinks and hard links;
+    /// past it creation fails the same way.
     pub files_created: u64,
 }
 

@@ -11,7 +11,8 @@ use crate::engine::Sandbox;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::output::{CappedOutput, OVERFLOW_TRAP};
-use crate::quota::{HasQuota, Quota};
+use crate::quota::wasi::HasQuota;
+use crate::quota::Quota;
 use crate::runtimes::Language;
 use crate::workspace::paths::{self, GUEST_ROOT};
 use crate::workspace::{Changes, Workspace};
@@ -323,10 +324,7 @@ impl Sandbox {
                     limits.memory_bytes >> 20
                 ));
             } else if file_limit_hit {
-                error = Some(format!(
-                    "workspace write limit reached ({} bytes or {} new files)",
-                    limits.file_bytes, limits.files_created
-                ));
+                error = Some(quota_message(limits));
             } else if let Some(code) = exit_code {
                 error = Some(format!("exited with status {code}"));
             }
@@ -349,6 +347,16 @@ impl Sandbox {
             seconds,
         })
     }
+}
+
+/// Why a run was refused a write, a resize or a new entry.
+pub(crate) fn quota_message(limits: &Limits) -> String {
+    format!(
+        "workspace quota reached: a run may add {} bytes to files (writes, truncate to a larger \
+         size and gaps left by writing past the end all count) and {} entries (files, \
+         directories, symlinks, hard links)",
+        limits.file_bytes, limits.files_created
+    )
 }
 
 /// The innermost cause of a trap (wasmtime puts the wasm backtrace in the outer message).
