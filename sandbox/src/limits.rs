@@ -27,6 +27,11 @@ pub struct Limits {
     /// Directory entries the run may create: files, directories, symlinks and hard links;
     /// past it creation fails the same way.
     pub files_created: u64,
+    /// When true, what the workspace already holds counts against `file_bytes` and
+    /// `files_created`, so a workspace kept across runs (a chat session's) never holds more
+    /// than the quota. False for a folder the user runs in (`weft exec`): then only what the
+    /// run adds counts.
+    pub whole_workspace: bool,
 }
 
 impl Default for Limits {
@@ -39,6 +44,7 @@ impl Default for Limits {
             stderr_bytes: 256 << 10,
             file_bytes: 64 << 20,
             files_created: 1000,
+            whole_workspace: true,
         }
     }
 }

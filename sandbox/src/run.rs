@@ -245,7 +245,7 @@ impl Sandbox {
                 peak: 0,
                 refused: false,
             },
-            quota: Quota::new(limits.file_bytes, limits.files_created),
+            quota: quota_for(limits, &before),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -349,13 +349,30 @@ impl Sandbox {
     }
 }
 
+/// The run's quota: its limits, less what the workspace already holds when that counts.
+fn quota_for(limits: &Limits, before: &crate::workspace::Snapshot) -> Quota {
+    if !limits.whole_workspace {
+        return Quota::new(limits.file_bytes, limits.files_created);
+    }
+    Quota::new(
+        limits.file_bytes.saturating_sub(before.bytes()),
+        limits.files_created.saturating_sub(before.entries()),
+    )
+}
+
 /// Why a run was refused a write, a resize or a new entry.
 pub(crate) fn quota_message(limits: &Limits) -> String {
     format!(
-        "workspace quota reached: a run may add {} bytes to files (writes, truncate to a larger \
-         size and gaps left by writing past the end all count) and {} entries (files, \
-         directories, symlinks, hard links)",
-        limits.file_bytes, limits.files_created
+        "workspace quota reached: {} bytes in files (writes, truncate to a larger size and \
+         gaps left by writing past the end all count) and {} entries (files, directories, \
+         symlinks, hard links){}",
+        limits.file_bytes,
+        limits.files_created,
+        if limits.whole_workspace {
+            " for the whole workspace"
+        } else {
+            " added per run"
+        }
     )
 }
 

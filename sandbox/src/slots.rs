@@ -19,7 +19,9 @@ pub struct RunSlots {
 
 /// One taken slot; dropping it frees the slot.
 #[derive(Debug)]
-pub struct RunSlot(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct RunSlot {
+    _permit: OwnedSemaphorePermit,
+}
 
 impl RunSlots {
     /// `size` slots (at least one).
@@ -48,13 +50,17 @@ impl RunSlots {
 
     /// A slot if one is free now.
     pub fn try_take(&self) -> Option<RunSlot> {
-        self.sem.clone().try_acquire_owned().ok().map(RunSlot)
+        self.sem
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .map(|p| RunSlot { _permit: p })
     }
 
     /// A slot, waiting at most `wait` for one to free up.
     pub async fn take(&self, wait: Duration) -> Option<RunSlot> {
         match tokio::time::timeout(wait, self.sem.clone().acquire_owned()).await {
-            Ok(Ok(p)) => Some(RunSlot(p)),
+            Ok(Ok(p)) => Some(RunSlot { _permit: p }),
             _ => None,
         }
     }

@@ -193,9 +193,16 @@ impl ToolLoop {
 
     /// Executes one built-in call on the blocking pool (needs a tokio runtime).
     pub async fn execute(&self, call: &ToolCall) -> Result<ToolResult> {
+        self.execute_holding(call, None).await
+    }
+
+    /// Executes a call holding `slot` until the call itself ends: on the blocking pool, so a
+    /// request that goes away mid-run frees the slot only when its guest has stopped.
+    async fn execute_holding(&self, call: &ToolCall, slot: Option<RunSlot>) -> Result<ToolResult> {
         let this = self.clone();
         let call = call.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let ctx = ToolContext {
                 sandbox: &this.sandbox,
                 workspace: &this.workspace,
@@ -270,9 +277,7 @@ impl ToolLoop {
                 };
                 on_event(LoopEvent::Running { round: index, call });
                 let t0 = Instant::now();
-                let result = self.execute(call).await;
-                drop(slot);
-                let result = result?;
+                let result = self.execute_holding(call, slot).await?;
                 on_event(LoopEvent::Finished {
                     round: index,
                     call,

@@ -119,7 +119,8 @@ fn javascript_seek_then_write_is_refused() {
         return;
     };
     let ws = Workspace::temporary().unwrap();
-    let code = "const f = std.open('h.bin', 'w');\nf.seek(50 * 1024 * 1024 * 1024, std.SEEK_SET);\nf.puts('x');\nf.flush();\nconst e = f.error();\nf.close();\nif (e) { std.err.puts('write failed\\n'); std.exit(1); }\n";
+    // QuickJS's stdio seeks with a 32-bit `long` on wasm32: 100 MiB, past the 1 MiB budget.
+    let code = "const f = std.open('h.bin', 'w');\nf.seek(100 * 1024 * 1024, std.SEEK_SET);\nf.puts('x');\nf.flush();\nconst e = f.error();\nf.close();\nif (e) { std.err.puts('write failed\\n'); std.exit(1); }\n";
     let out = common::run_in(&sb, &ws, Language::Javascript, code, common::small_limits());
     assert!(out.file_limit_hit, "{out:?}");
     assert!(ws.file_len("h.bin").unwrap() <= BYTES);
@@ -196,4 +197,28 @@ fn the_read_file_tool_reads_a_huge_sparse_file_by_its_limit() {
     .unwrap();
     assert!(!r.ok);
     assert!(r.content.contains("larger than"), "{}", r.content);
+}
+
+#[test]
+fn a_kept_workspace_holds_its_quota_across_runs() {
+    let Some(sb) = common::sandbox("a_kept_workspace_holds_its_quota_across_runs") else {
+        return;
+    };
+    // A chat session's workspace lives across runs: what earlier runs left counts.
+    let ws = Workspace::temporary().unwrap();
+    let grow = |name: &str| format!("with open('{name}', 'wb') as f:\n    f.write(b'x' * (700 << 10))\n");
+    let limits = common::small_limits();
+    let out = common::run_in(&sb, &ws, Language::Python, &grow("a.bin"), limits.clone());
+    assert!(out.success(), "{out:?}");
+    let out = common::run_in(&sb, &ws, Language::Python, &grow("b.bin"), limits.clone());
+    refused(&out);
+    assert!(out.error.unwrap().contains("for the whole workspace"));
+    assert!(logical_bytes(&ws) <= BYTES, "{}", logical_bytes(&ws));
+    // Counted per run instead (`weft exec` in a user's folder), the second run fits.
+    let per_run = weft_sandbox::Limits {
+        whole_workspace: false,
+        ..limits
+    };
+    let out = common::run_in(&sb, &ws, Language::Python, &grow("c.bin"), per_run);
+    assert!(out.success(), "{out:?}");
 }

@@ -55,6 +55,9 @@ pub fn run(a: ExecArgs) -> Result<()> {
         .with_memory_mib(a.memory);
     limits.stdout_bytes = 16 << 20;
     limits.stderr_bytes = 4 << 20;
+    // The user's own folder: what it holds already is not the script's to account for; what
+    // the script adds is.
+    limits.whole_workspace = false;
     let sandbox = Sandbox::from_env()?;
     ready(&sandbox, language)?;
     let outcome = sandbox.run(

@@ -39,10 +39,10 @@ pub(crate) fn read_capped(dir: &Dir, rel: &Path, max: u64) -> std::io::Result<Ca
     let file = open_file(dir, rel)?;
     let mut bytes = Vec::new();
     let copied = copy_capped(file, &mut bytes, max)?;
-    Ok(Capped {
-        bytes,
-        more: copied > max,
-    })
+    let more = copied > max;
+    // The byte past the cap only told that there is more.
+    bytes.truncate(bytes.len().min(max as usize));
+    Ok(Capped { bytes, more })
 }
 
 /// Copies `from` into `to` in chunks until its end or until one byte more than `max` was

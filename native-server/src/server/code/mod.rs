@@ -156,6 +156,10 @@ impl CodeTools {
         };
         tokio::task::spawn_blocking(move || {
             for l in Language::ALL {
+                if !sb.is_ready(l) {
+                    tracing::info!(runtime = l.name(),
+                        "compiling the sandbox runtime once (up to a minute); later starts load it from the cache");
+                }
                 match sb.prepare(l) {
                     Ok(p) => tracing::info!(runtime = l.name(), origin = ?p.origin,
                         seconds = p.took.as_secs_f64(), "sandbox runtime ready"),
