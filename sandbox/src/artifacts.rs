@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
-use crate::workspace::{paths, FileInfo, Workspace};
+use crate::workspace::{paths, read, FileInfo, Workspace};
 
 /// Files saved per run at most.
 const MAX_FILES: usize = 256;
@@ -81,8 +81,9 @@ impl ArtifactStore {
         self
     }
 
-    /// Copies `files` out of `workspace` under a new run id. Files that vanished or lead out of
-    /// the workspace are skipped; past the per-run cap the rest are skipped too.
+    /// Copies `files` out of `workspace` under a new run id. Files that vanished, lead out of
+    /// the workspace or are not regular files are skipped; the file that would pass the per-run
+    /// cap and the rest after it are skipped too (the cap is checked while copying).
     pub fn save(&self, workspace: &Workspace, files: &[FileInfo]) -> Result<ArtifactRun> {
         self.sweep();
         let run_id = new_run_id()?;
@@ -95,24 +96,31 @@ impl ArtifactStore {
             let Ok(rel) = paths::relative(&f.path, false) else {
                 continue;
             };
-            let Ok(bytes) = workspace.read(&f.path) else {
+            let Ok(src) = read::open_file(workspace.dir(), &rel) else {
                 continue;
             };
-            if total + bytes.len() as u64 > self.max_bytes {
-                break;
-            }
-            total += bytes.len() as u64;
             let out = dir.join(&rel);
             if let Some(parent) = out.parent() {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
             }
-            std::fs::write(&out, &bytes)
+            // Copied in chunks against what is left of the cap, so a file whose length lies
+            // (sparse, or growing while copied) costs at most the cap, never its length.
+            let room = self.max_bytes - total;
+            let mut dst = std::fs::File::create(&out)
                 .map_err(|e| Error::io(format!("writing {}", out.display()), e))?;
+            let copied = read::copy_capped(src, &mut dst, room)
+                .map_err(|e| Error::io(format!("writing {}", out.display()), e))?;
+            drop(dst);
+            if copied > room {
+                let _ = std::fs::remove_file(&out);
+                break;
+            }
+            total += copied;
             let name = paths::display(&rel);
             saved.push(ArtifactFile {
                 url: format!("{}/{run_id}/{name}", self.url_prefix),
-                bytes: bytes.len() as u64,
+                bytes: copied,
                 name,
             });
         }
@@ -136,9 +144,11 @@ impl ArtifactStore {
         }
         let d = cap_std::fs::Dir::open_ambient_dir(&dir, cap_std::ambient_authority())
             .map_err(|_| Error::NotFound(format!("artifact run {run_id}")))?;
-        let bytes = d
-            .read(&rel)
-            .map_err(|e| crate::workspace::io_error(&rel, "reading artifact", e))?;
+        // Saved files are at most the per-run cap; read no more than that whatever the disk
+        // says.
+        let bytes = read::read_capped(&d, &rel, self.max_bytes)
+            .map_err(|e| crate::workspace::io_error(&rel, "reading artifact", e))?
+            .bytes;
         let file_name = rel
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -215,5 +225,68 @@ pub fn sniff(bytes: &[u8], name: &str) -> &'static str {
         ("md", true) => "text/markdown; charset=utf-8",
         (_, true) => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(path: &str, bytes: u64) -> FileInfo {
+        FileInfo {
+            path: path.into(),
+            bytes,
+        }
+    }
+
+    #[test]
+    fn a_sparse_100_gib_file_is_refused_while_copied() {
+        let ws = Workspace::temporary().unwrap();
+        ws.write("small.txt", b"kept").unwrap();
+        let f = std::fs::File::create(ws.path().join("s.bin")).unwrap();
+        f.set_len(100 << 30).unwrap();
+        drop(f);
+        let root = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(root.path(), Duration::from_secs(60))
+            .unwrap()
+            .with_max_bytes(1 << 20);
+        let run = store
+            .save(&ws, &[info("small.txt", 4), info("s.bin", 100 << 30)])
+            .unwrap();
+        let names: Vec<&str> = run.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["small.txt"]);
+        // Nothing past the cap stays on disk.
+        assert!(!root.path().join(&run.run_id).join("s.bin").exists());
+        let a = store.open(&run.run_id, "small.txt").unwrap();
+        assert_eq!(a.bytes, b"kept");
+    }
+
+    #[test]
+    fn the_cap_counts_what_is_copied_not_what_was_listed() {
+        let ws = Workspace::temporary().unwrap();
+        ws.write("a.bin", &[1u8; 600]).unwrap();
+        ws.write("b.bin", &[2u8; 600]).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(root.path(), Duration::from_secs(60))
+            .unwrap()
+            .with_max_bytes(1000);
+        // The listing says 1 byte each; the files hold 600.
+        let run = store
+            .save(&ws, &[info("a.bin", 1), info("b.bin", 1)])
+            .unwrap();
+        assert_eq!(run.files.len(), 1);
+        assert_eq!(run.files[0].bytes, 600);
+    }
+
+    #[test]
+    fn directories_and_links_out_are_skipped() {
+        let ws = Workspace::temporary().unwrap();
+        std::fs::create_dir(ws.path().join("d")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/passwd", ws.path().join("out")).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::new(root.path(), Duration::from_secs(60)).unwrap();
+        let run = store.save(&ws, &[info("d", 0), info("out", 0)]).unwrap();
+        assert!(run.files.is_empty(), "{:?}", run.files);
     }
 }

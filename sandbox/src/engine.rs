@@ -69,7 +69,7 @@ impl Sandbox {
         let engine = Engine::new(&cfg)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut State| &mut s.wasi)?;
-        crate::quota::wrap(&mut linker)?;
+        crate::quota::wasi::wrap(&mut linker)?;
         start_ticker(&engine);
         Ok(Sandbox {
             engine,
@@ -112,6 +112,23 @@ impl Sandbox {
             origin: loaded.origin,
             took: loaded.took,
         })
+    }
+
+    /// True when `language`'s runtime is ready without compiling: already loaded, or its
+    /// compiled code is in the cache (checked again when loaded). A caller can print a
+    /// progress line before a first, slow compile.
+    pub fn is_ready(&self, language: Language) -> bool {
+        let loaded = self.modules[language as usize]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        loaded
+            || cache::is_cached(
+                &self.engine,
+                self.config.cache_dir.as_deref(),
+                language.file_name(),
+                language.sha256(),
+            )
     }
 
     /// The compiled module for `language`, loading it if needed.

@@ -32,6 +32,10 @@ pub enum Error {
     /// A path given by the guest, the model or a user is not allowed.
     #[error("path {path:?}: {reason}")]
     Path { path: String, reason: &'static str },
+    /// A file is larger than the host reads whole (a guest can make a file of any logical
+    /// length; the host never loads such a file).
+    #[error("{path:?} is larger than {limit} bytes, the most this tool reads whole")]
+    TooLarge { path: String, limit: u64 },
     /// A file the caller named does not exist in the workspace or skill.
     #[error("{0:?} does not exist")]
     NotFound(String),

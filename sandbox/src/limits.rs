@@ -19,11 +19,19 @@ pub struct Limits {
     pub stdout_bytes: usize,
     /// Bytes of stderr kept; writing more stops the run.
     pub stderr_bytes: usize,
-    /// Bytes the run may write to files in its workspace (counted on every write, overwrites
-    /// included); a write past it fails with "no space left on device".
+    /// Bytes the run may add to files in its workspace: every byte written (overwrites
+    /// included), the gap a write past the end of a file leaves (a sparse file counts at its
+    /// logical length) and the growth of `truncate` / set-size. A call past it fails with
+    /// "no space left on device".
     pub file_bytes: u64,
-    /// Files and directories the run may create; past it creation fails the same way.
+    /// Directory entries the run may create: files, directories, symlinks and hard links;
+    /// past it creation fails the same way.
     pub files_created: u64,
+    /// When true, what the workspace already holds counts against `file_bytes` and
+    /// `files_created`, so a workspace kept across runs (a chat session's) never holds more
+    /// than the quota. False for a folder the user runs in (`weft exec`): then only what the
+    /// run adds counts.
+    pub whole_workspace: bool,
 }
 
 impl Default for Limits {
@@ -36,6 +44,7 @@ impl Default for Limits {
             stderr_bytes: 256 << 10,
             file_bytes: 64 << 20,
             files_created: 1000,
+            whole_workspace: true,
         }
     }
 }

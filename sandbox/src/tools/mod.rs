@@ -223,7 +223,7 @@ fn dispatch(
                 string(args, "new_string")?,
                 flag(args, "replace_all"),
             )?;
-            let bytes = ws.read(path).map(|b| b.len() as u64).unwrap_or(0);
+            let bytes = ws.file_len(path).unwrap_or(0);
             result.files = vec![FileInfo {
                 path: crate::workspace::paths::display(&ws.resolve(path)?),
                 bytes,

@@ -8,6 +8,7 @@
 
 mod patch;
 pub mod paths;
+pub(crate) mod read;
 mod snapshot;
 
 use std::io::ErrorKind;
@@ -21,6 +22,10 @@ pub use snapshot::{Changes, FileInfo, Snapshot};
 
 /// Largest text `read_text` returns at once (more is cut, and says so).
 pub const READ_LIMIT: usize = 256 << 10;
+
+/// Largest file the host reads whole ([`Workspace::read`], `edit_file`, `apply_patch`): a
+/// bigger one is refused rather than loaded (a guest can make a file of any logical length).
+pub const WHOLE_READ_LIMIT: u64 = 64 << 20;
 
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -70,6 +75,9 @@ pub(crate) fn io_error(rel: &Path, what: &str, e: std::io::Error) -> Error {
             shown,
             "leads outside the workspace (through a symlink) or is not permitted",
         ),
+        ErrorKind::InvalidInput | ErrorKind::IsADirectory => {
+            Error::path(shown, "is not a regular file")
+        }
         _ => Error::io(format!("{what} {shown}"), e),
     }
 }
@@ -128,23 +136,55 @@ impl Workspace {
         paths::relative(path, false)
     }
 
-    /// The bytes of a file.
+    /// The bytes of a file of at most [`WHOLE_READ_LIMIT`] bytes (a larger one is an
+    /// [`Error::TooLarge`]). Read in chunks: nothing is sized from the file's length.
     pub fn read(&self, path: &str) -> Result<Vec<u8>> {
-        let rel = self.resolve(path)?;
-        self.dir
-            .read(&rel)
-            .map_err(|e| io_error(&rel, "reading", e))
+        self.read_whole(path, WHOLE_READ_LIMIT)
     }
 
-    /// The text of a file, cut at [`READ_LIMIT`].
+    /// The bytes of a file of at most `max` bytes; a larger one is an [`Error::TooLarge`].
+    pub fn read_whole(&self, path: &str, max: u64) -> Result<Vec<u8>> {
+        let rel = self.resolve(path)?;
+        let r = read::read_capped(&self.dir, &rel, max).map_err(|e| io_error(&rel, "reading", e))?;
+        if r.more {
+            return Err(Error::TooLarge {
+                path: paths::display(&rel),
+                limit: max,
+            });
+        }
+        Ok(r.bytes)
+    }
+
+    /// The size of a file (its logical length), without reading it.
+    pub fn file_len(&self, path: &str) -> Result<u64> {
+        let rel = self.resolve(path)?;
+        let file = read::open_file(&self.dir, &rel).map_err(|e| io_error(&rel, "opening", e))?;
+        let meta = file.metadata().map_err(|e| io_error(&rel, "opening", e))?;
+        Ok(meta.len())
+    }
+
+    /// Whether `path` names anything in the workspace (a file, a directory, a link).
+    pub fn exists(&self, path: &str) -> Result<bool> {
+        let rel = self.resolve(path)?;
+        Ok(self.dir.symlink_metadata(&rel).is_ok())
+    }
+
+    /// The text of a file, cut at [`READ_LIMIT`]: only that much is read, whatever its size.
     pub fn read_text(&self, path: &str) -> Result<TextRead> {
-        let bytes = self.read(path)?;
-        let total = bytes.len() as u64;
-        let truncated = bytes.len() > READ_LIMIT;
-        let slice = &bytes[..bytes.len().min(READ_LIMIT)];
+        let rel = self.resolve(path)?;
+        let file = read::open_file(&self.dir, &rel).map_err(|e| io_error(&rel, "reading", e))?;
+        let total = file
+            .metadata()
+            .map_err(|e| io_error(&rel, "reading", e))?
+            .len();
+        let mut bytes = Vec::new();
+        let copied = read::copy_capped(file, &mut bytes, READ_LIMIT as u64)
+            .map_err(|e| io_error(&rel, "reading", e))?;
+        let truncated = copied > READ_LIMIT as u64 || total > READ_LIMIT as u64;
+        bytes.truncate(READ_LIMIT);
         Ok(TextRead {
-            text: String::from_utf8_lossy(slice).into_owned(),
-            bytes: total,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            bytes: total.max(bytes.len() as u64),
             truncated,
         })
     }
@@ -261,4 +301,58 @@ fn list_into(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 100 GiB sparse file, as `open('s.bin','wb').truncate(100<<30)` would leave.
+    fn sparse(ws: &Workspace) {
+        let f = std::fs::File::create(ws.path().join("s.bin")).unwrap();
+        f.set_len(100 << 30).unwrap();
+    }
+
+    #[test]
+    fn reading_a_sparse_file_whole_is_refused_not_allocated() {
+        let ws = Workspace::temporary().unwrap();
+        sparse(&ws);
+        let e = ws.read("s.bin").unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+        assert!(e.is_caller_fault());
+        assert!(e.to_string().contains("s.bin"), "{e}");
+        assert!(!e.to_string().contains(&*ws.path().to_string_lossy()), "{e}");
+    }
+
+    #[test]
+    fn read_text_reads_only_its_limit() {
+        let ws = Workspace::temporary().unwrap();
+        sparse(&ws);
+        let t = ws.read_text("s.bin").unwrap();
+        assert!(t.truncated);
+        assert_eq!(t.bytes, 100 << 30);
+        assert_eq!(t.text.len(), READ_LIMIT);
+        assert_eq!(ws.file_len("s.bin").unwrap(), 100 << 30);
+    }
+
+    #[test]
+    fn edit_refuses_a_file_too_large_to_hold() {
+        let ws = Workspace::temporary().unwrap();
+        sparse(&ws);
+        let e = ws.edit("s.bin", "a", "b", false).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn small_files_read_as_before() {
+        let ws = Workspace::temporary().unwrap();
+        ws.write("a/b.txt", b"hello").unwrap();
+        assert_eq!(ws.read("a/b.txt").unwrap(), b"hello");
+        let t = ws.read_text("a/b.txt").unwrap();
+        assert_eq!((t.text.as_str(), t.bytes, t.truncated), ("hello", 5, false));
+        assert!(ws.exists("a").unwrap());
+        assert!(!ws.exists("nope").unwrap());
+        let e = ws.read("a").unwrap_err();
+        assert!(matches!(e, Error::Path { .. }), "{e}");
+    }
 }

@@ -62,7 +62,7 @@ pub(super) fn apply(ws: &Workspace, patch: &str) -> Result<PatchSummary> {
             FileOperation::Create(p) => {
                 let p = strip(p).to_string();
                 ws.resolve(&p)?;
-                if ws.read(&p).is_ok() {
+                if ws.exists(&p)? {
                     return Err(Error::Edit(format!(
                         "{p} already exists; patch it instead of creating it"
                     )));

@@ -9,7 +9,7 @@ use cap_std::fs::Dir;
 use super::paths;
 
 /// Walks at most this many entries (a guest creating millions of files cannot make the host
-/// walk forever; its file count is capped anyway).
+/// walk forever; its entry count is capped anyway).
 const MAX_ENTRIES: usize = 20_000;
 const MAX_DEPTH: usize = 32;
 
@@ -26,6 +26,8 @@ pub struct FileInfo {
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     files: BTreeMap<String, (u64, Option<SystemTime>)>,
+    /// Every entry seen (files, directories, symlinks, others).
+    entries: u64,
 }
 
 /// The difference between two snapshots.
@@ -49,8 +51,19 @@ impl Changes {
 impl Snapshot {
     pub(crate) fn take(dir: &Dir) -> Snapshot {
         let mut s = Snapshot::default();
-        walk(dir, Path::new(""), 0, &mut s.files);
+        walk(dir, Path::new(""), 0, &mut s);
         s
+    }
+
+    /// The logical length of every regular file, added up (a sparse file counts at its
+    /// length).
+    pub fn bytes(&self) -> u64 {
+        self.files.values().map(|(len, _)| *len).sum()
+    }
+
+    /// How many entries the workspace holds (files, directories, symlinks, ...).
+    pub fn entries(&self) -> u64 {
+        self.entries
     }
 
     /// What changed from `self` (before) to `after`.
@@ -88,17 +101,13 @@ impl Snapshot {
     }
 }
 
-fn walk(
-    dir: &Dir,
-    prefix: &Path,
-    depth: usize,
-    out: &mut BTreeMap<String, (u64, Option<SystemTime>)>,
-) {
+fn walk(dir: &Dir, prefix: &Path, depth: usize, out: &mut Snapshot) {
     let Ok(entries) = dir.entries() else { return };
     for entry in entries.flatten() {
-        if out.len() >= MAX_ENTRIES {
+        if out.entries >= MAX_ENTRIES as u64 {
             return;
         }
+        out.entries += 1;
         let name = entry.file_name();
         let rel = prefix.join(&name);
         let Ok(ft) = entry.file_type() else { continue };
@@ -111,7 +120,8 @@ fn walk(
         } else if ft.is_file() {
             let Ok(meta) = entry.metadata() else { continue };
             let time = meta.modified().ok().map(|t| t.into_std());
-            out.insert(paths::display(&rel), (meta.len(), time));
+            out.files
+                .insert(paths::display(&rel), (meta.len(), time));
         }
     }
 }

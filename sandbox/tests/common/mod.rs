@@ -31,6 +31,7 @@ pub fn small_limits() -> Limits {
         stderr_bytes: 64 << 10,
         file_bytes: 1 << 20,
         files_created: 50,
+        whole_workspace: true,
     }
 }
 

@@ -14,18 +14,22 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use anyhow::Context;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
-use weft_sandbox::{ArtifactStore, Language, Sandbox, SkillRegistry, Workspace};
+use weft_sandbox::{ArtifactStore, Language, RunSlots, Sandbox, SkillRegistry, Workspace};
 
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::state::Shared;
 
 /// How long a run's files stay downloadable.
 const ARTIFACT_TTL: Duration = Duration::from_secs(3600);
+
+/// The `Retry-After` of a request turned away while every run slot is taken.
+const RETRY_AFTER_SECS: u32 = 5;
 
 /// What the server can execute and serve.
 pub struct CodeTools {
@@ -38,6 +42,9 @@ pub struct CodeTools {
     skills_only: OnceLock<Arc<Sandbox>>,
     /// Chat-UI session id → its workspace (deleted with the session).
     workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
+    /// The bound on sandbox runs at once, shared by every request's tool loop
+    /// (`--sandbox-runs`, default one per core).
+    pub runs: RunSlots,
 }
 
 impl CodeTools {
@@ -53,8 +60,12 @@ impl CodeTools {
                 if !dir.join(l.file_name()).is_file() {
                     return Err(weft_sandbox::Error::RuntimeMissing {
                         path: dir.join(l.file_name()),
-                    }
-                    .into());
+                    })
+                    .context(
+                        "--code-exec needs the sandbox runtimes: install them with \
+                         scripts/fetch-sandbox.sh (scripts/start.sh runs it), or set \
+                         WEFT_SANDBOX_DIR to where they are",
+                    );
                 }
             }
             Some(Arc::new(sandbox))
@@ -69,7 +80,30 @@ impl CodeTools {
             artifacts,
             skills_only: OnceLock::new(),
             workspaces: Mutex::new(HashMap::new()),
+            runs: RunSlots::per_core(),
         })
+    }
+
+    /// The same tools with at most `n` sandbox runs at once.
+    pub fn with_run_slots(mut self, n: usize) -> Self {
+        self.runs = RunSlots::new(n);
+        self
+    }
+
+    /// A request that may run code, admitted only while a run slot is free: with every slot
+    /// taken by a running guest, a 429 with `Retry-After` (runs end within their timeout).
+    /// Admitted requests still wait for a slot before each run (`ToolLoop::slots`).
+    pub fn admit_code_request(&self) -> Result<(), ApiError> {
+        if self.runs.free() > 0 {
+            return Ok(());
+        }
+        Err(ApiError::rate_limited(
+            format!(
+                "the code sandbox is busy: {} runs at once, all taken; retry shortly",
+                self.runs.size()
+            ),
+            RETRY_AFTER_SECS,
+        ))
     }
 
     /// The sandbox a tool loop runs with: the `--code-exec` one, else one for skill tools
@@ -122,6 +156,10 @@ impl CodeTools {
         };
         tokio::task::spawn_blocking(move || {
             for l in Language::ALL {
+                if !sb.is_ready(l) {
+                    tracing::info!(runtime = l.name(),
+                        "compiling the sandbox runtime once (up to a minute); later starts load it from the cache");
+                }
                 match sb.prepare(l) {
                     Ok(p) => tracing::info!(runtime = l.name(), origin = ?p.origin,
                         seconds = p.took.as_secs_f64(), "sandbox runtime ready"),

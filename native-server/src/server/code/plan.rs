@@ -61,6 +61,9 @@ pub async fn plan(
             .capabilities_with(m.overrides.template.as_deref())
             .tools;
     let code = capable && st.code.sandbox.is_some();
+    if code {
+        st.code.admit_code_request()?;
+    }
     let skill_tools = capable && !names.is_empty();
     if names.is_empty() && !code {
         return Ok(Plan {
@@ -122,6 +125,8 @@ pub async fn plan(
         }
     }
     lp.tools.code = code;
+    // Every surface's runs go through this loop: its slots bound them server-wide.
+    lp.slots = Some(st.code.runs.clone());
     Ok(Plan {
         system,
         agent: Some(Agent::new(lp, st.code.artifacts.clone())),

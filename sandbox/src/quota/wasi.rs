@@ -1,19 +1,17 @@
-//! A cap on what a run writes to its workspace, enforced at the WASI boundary.
-//!
-//! WASI has no disk quota, so the few preview-1 calls that make files grow or appear are wrapped:
-//! `fd_write` / `fd_pwrite` to anything but stdio are charged against a byte budget, and
-//! `path_open` with `O_CREAT` and `path_create_directory` against a count. Past either, the call
-//! fails with `ENOSPC` before anything is written. Otherwise the wrappers call wasmtime-wasi's
-//! own implementation, so its semantics are unchanged.
+//! The quota's wrappers around wasmtime-wasi's preview-1 calls (see the parent module for what
+//! is charged). Each wrapper charges first and, when the budget allows, calls wasmtime-wasi's own
+//! implementation, so its semantics are unchanged.
 //!
 //! Stdio descriptors stay stdio (their output is capped separately): closing 0–2 is a no-op and
 //! renumbering another descriptor onto them is refused, so a file can never take their numbers
 //! and escape the byte count.
 
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
-use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1 as _};
+use wasmtime_wasi::p1::types::{Fd, Fdflags};
+use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::{resize_cost, write_cost, Extent, Quota};
 use crate::error::Result;
 
 const MODULE: &str = "wasi_snapshot_preview1";
@@ -21,25 +19,6 @@ const ERRNO_SUCCESS: i32 = 0;
 const ERRNO_NOSPC: i32 = 51;
 const ERRNO_NOTSUP: i32 = 58;
 const O_CREAT: i32 = 1;
-
-/// What a run may still write, and whether it hit the cap.
-#[derive(Debug)]
-pub(crate) struct Quota {
-    bytes_left: u64,
-    creates_left: u64,
-    /// Set when a write or create was refused.
-    pub(crate) hit: bool,
-}
-
-impl Quota {
-    pub(crate) fn new(bytes: u64, creates: u64) -> Self {
-        Quota {
-            bytes_left: bytes,
-            creates_left: creates,
-            hit: false,
-        }
-    }
-}
 
 /// Store data that carries a quota and the WASI context.
 pub(crate) trait HasQuota: Send + 'static {
@@ -96,39 +75,65 @@ fn read_u32<T>(caller: &mut Caller<'_, T>, ptr: i32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Charges `want` bytes for a write to `fd`; false when the budget would be exceeded.
-fn charge<T: HasQuota>(caller: &mut Caller<'_, T>, fd: i32, want: Option<u64>) -> bool {
-    if (0..=2).contains(&fd) {
-        return true;
-    }
-    let q = caller.data_mut().quota();
-    match want {
-        Some(n) if n > q.bytes_left => {
-            q.hit = true;
-            false
-        }
-        _ => true,
-    }
+/// Where the open file `fd` stands (cursor, size, append mode), asked of wasmtime-wasi itself;
+/// None when `fd` is not an open regular file (the call then fails or writes nothing of the
+/// workspace, and only its bytes are charged).
+async fn extent<T: HasQuota>(caller: &mut Caller<'_, T>, fd: i32) -> Option<Extent> {
+    let memory = caller.get_export("memory")?.into_memory()?;
+    let (mem, data) = memory.data_and_store_mut(&mut *caller);
+    let ctx = data.wasi();
+    let mut mem = wiggle::GuestMemory::Unshared(mem);
+    let fd = Fd::from(fd as u32);
+    let stat = WasiSnapshotPreview1::fd_filestat_get(ctx, &mut mem, fd)
+        .await
+        .ok()?;
+    let flags = WasiSnapshotPreview1::fd_fdstat_get(ctx, &mut mem, fd)
+        .await
+        .ok()?;
+    let position = WasiSnapshotPreview1::fd_tell(ctx, &mut mem, fd).unwrap_or(stat.size);
+    Some(Extent {
+        position,
+        size: stat.size,
+        append: flags.fs_flags.contains(Fdflags::APPEND),
+    })
 }
 
-fn spend<T: HasQuota>(caller: &mut Caller<'_, T>, fd: i32, nwritten_ptr: i32) {
-    if (0..=2).contains(&fd) {
+fn is_stdio(fd: i32) -> bool {
+    (0..=2).contains(&fd)
+}
+
+/// Checks a write of the iovecs at `iovs` to `fd` (at `at`, for `fd_pwrite`) against the
+/// budget; returns the hole it would leave (charged with the bytes once written), or None when
+/// it does not fit.
+async fn check_write<T: HasQuota>(
+    caller: &mut Caller<'_, T>,
+    fd: i32,
+    iovs: i32,
+    len: i32,
+    at: Option<u64>,
+) -> Option<u64> {
+    if is_stdio(fd) {
+        return Some(0);
+    }
+    let want = iovec_total(caller, iovs, len).unwrap_or(0);
+    let extent = extent(caller, fd).await;
+    let cost = write_cost(extent, at, want);
+    let hole = cost - want;
+    caller.data_mut().quota().allows(cost).then_some(hole)
+}
+
+/// Spends what a successful write used: the bytes written and, when it wrote any, the hole.
+fn spend_write<T: HasQuota>(caller: &mut Caller<'_, T>, fd: i32, hole: u64, nwritten_ptr: i32) {
+    if is_stdio(fd) {
         return;
     }
     let n = read_u32(caller, nwritten_ptr);
-    let q = caller.data_mut().quota();
-    q.bytes_left = q.bytes_left.saturating_sub(n);
+    let used = if n > 0 { n.saturating_add(hole) } else { 0 };
+    caller.data_mut().quota().spend(used);
 }
 
-fn take_create<T: HasQuota>(caller: &mut Caller<'_, T>) -> bool {
-    let q = caller.data_mut().quota();
-    if q.creates_left == 0 {
-        q.hit = true;
-        false
-    } else {
-        q.creates_left -= 1;
-        true
-    }
+fn take_entry<T: HasQuota>(caller: &mut Caller<'_, T>) -> bool {
+    caller.data_mut().quota().take_entry()
 }
 
 /// Defines the wrappers in `linker` (which must already hold wasmtime-wasi, with shadowing on).
@@ -139,13 +144,12 @@ pub(crate) fn wrap<T: HasQuota>(linker: &mut Linker<T>) -> Result<()> {
         "fd_write",
         |mut caller: Caller<'_, T>, (fd, iovs, len, nwritten): (i32, i32, i32, i32)| {
             Box::new(async move {
-                let want = iovec_total(&mut caller, iovs, len);
-                if !charge(&mut caller, fd, want) {
+                let Some(hole) = check_write(&mut caller, fd, iovs, len, None).await else {
                     return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
-                }
+                };
                 let errno = call_wasi!(caller, fd_write(fd, iovs, len, nwritten))?;
                 if errno == ERRNO_SUCCESS {
-                    spend(&mut caller, fd, nwritten);
+                    spend_write(&mut caller, fd, hole, nwritten);
                 }
                 Ok(errno)
             })
@@ -157,13 +161,35 @@ pub(crate) fn wrap<T: HasQuota>(linker: &mut Linker<T>) -> Result<()> {
         |mut caller: Caller<'_, T>,
          (fd, iovs, len, offset, nwritten): (i32, i32, i32, i64, i32)| {
             Box::new(async move {
-                let want = iovec_total(&mut caller, iovs, len);
-                if !charge(&mut caller, fd, want) {
+                let at = Some(offset as u64);
+                let Some(hole) = check_write(&mut caller, fd, iovs, len, at).await else {
                     return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
-                }
+                };
                 let errno = call_wasi!(caller, fd_pwrite(fd, iovs, len, offset, nwritten))?;
                 if errno == ERRNO_SUCCESS {
-                    spend(&mut caller, fd, nwritten);
+                    spend_write(&mut caller, fd, hole, nwritten);
+                }
+                Ok(errno)
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        MODULE,
+        "fd_filestat_set_size",
+        |mut caller: Caller<'_, T>, (fd, size): (i32, i64)| {
+            Box::new(async move {
+                // `truncate` / `ftruncate` to a larger size makes a file of that logical length
+                // without writing a byte: charge the growth.
+                let growth = match extent(&mut caller, fd).await {
+                    Some(e) => resize_cost(e.size, size as u64),
+                    None => 0,
+                };
+                if !caller.data_mut().quota().allows(growth) {
+                    return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
+                }
+                let errno = call_wasi!(caller, fd_filestat_set_size(fd, size))?;
+                if errno == ERRNO_SUCCESS {
+                    caller.data_mut().quota().spend(growth);
                 }
                 Ok(errno)
             })
@@ -185,7 +211,7 @@ pub(crate) fn wrap<T: HasQuota>(linker: &mut Linker<T>) -> Result<()> {
             i32,
         )| {
             Box::new(async move {
-                if oflags & O_CREAT != 0 && !take_create(&mut caller) {
+                if oflags & O_CREAT != 0 && !take_entry(&mut caller) {
                     return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
                 }
                 call_wasi!(
@@ -202,7 +228,7 @@ pub(crate) fn wrap<T: HasQuota>(linker: &mut Linker<T>) -> Result<()> {
         "path_create_directory",
         |mut caller: Caller<'_, T>, (fd, path, path_len): (i32, i32, i32)| {
             Box::new(async move {
-                if !take_create(&mut caller) {
+                if !take_entry(&mut caller) {
                     return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
                 }
                 call_wasi!(caller, path_create_directory(fd, path, path_len))
@@ -211,10 +237,51 @@ pub(crate) fn wrap<T: HasQuota>(linker: &mut Linker<T>) -> Result<()> {
     )?;
     linker.func_wrap_async(
         MODULE,
+        "path_symlink",
+        |mut caller: Caller<'_, T>,
+         (old_path, old_len, fd, new_path, new_len): (i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                if !take_entry(&mut caller) {
+                    return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
+                }
+                call_wasi!(
+                    caller,
+                    path_symlink(old_path, old_len, fd, new_path, new_len)
+                )
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        MODULE,
+        "path_link",
+        |mut caller: Caller<'_, T>,
+         (old_fd, old_flags, old_path, old_len, new_fd, new_path, new_len): (
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+        )| {
+            Box::new(async move {
+                // A hard link adds a name (and one more path the host would list and copy).
+                if !take_entry(&mut caller) {
+                    return Ok::<i32, wasmtime::Error>(ERRNO_NOSPC);
+                }
+                call_wasi!(
+                    caller,
+                    path_link(old_fd, old_flags, old_path, old_len, new_fd, new_path, new_len)
+                )
+            })
+        },
+    )?;
+    linker.func_wrap_async(
+        MODULE,
         "fd_close",
         |mut caller: Caller<'_, T>, (fd,): (i32,)| {
             Box::new(async move {
-                if (0..=2).contains(&fd) {
+                if is_stdio(fd) {
                     return Ok::<i32, wasmtime::Error>(ERRNO_SUCCESS);
                 }
                 call_wasi!(caller, fd_close(fd))
