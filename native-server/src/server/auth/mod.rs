@@ -9,6 +9,7 @@
 //! once there is one the server stays closed.
 
 pub mod access;
+pub mod audit_rule;
 pub mod caller;
 pub mod limit;
 pub mod policy;
@@ -181,7 +182,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
     let audit = |actor: Option<String>, status: u16, details: Option<Value>| NewAudit {
         actor: actor.unwrap_or_else(|| "unauthenticated".into()),
         method: method.to_string(),
-        route: path.clone(),
+        route: audit_rule::route(&path),
         status,
         remote: remote.clone(),
         details,
@@ -196,6 +197,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
     if let (Some(a), Some(ctx)) = (&actor, &ctx) {
         ctx.set_actor(a);
     }
+    let allowed = outcome.is_ok();
     let res = match outcome {
         Ok(p) => {
             if let Some(p) = &p {
@@ -223,7 +225,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
             r
         }
     };
-    if policy::audited(&method, &path) {
+    if audit_rule::decide(policy::audited(&method, &path), allowed, res.status().as_u16()) {
         let details = res.extensions().get::<AuditDetails>().map(|d| d.0.clone());
         let row = audit(actor, res.status().as_u16(), details);
         if let Err(e) = st.storage.append_audit(row).await {
