@@ -293,12 +293,12 @@ pub(super) fn install_from<R: Read + Seek>(
         ZipArchive::new(zip).map_err(|e| refuse(format!("it is not a readable zip: {e}")))?;
     let planned = plan(&mut archive, limits)?;
     // Pass 1: measure everything and read SKILL.md; nothing is written.
-    let manifest = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let skill_md = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
     let mut seen_manifest = false;
     measure(&mut archive, &planned, len, limits, |p| {
         Ok(if p.rel == Path::new("SKILL.md") {
             seen_manifest = true;
-            Probe::Keep(manifest.clone())
+            Probe::Keep(skill_md.clone())
         } else {
             Probe::Drop
         })
@@ -306,7 +306,7 @@ pub(super) fn install_from<R: Read + Seek>(
     if !seen_manifest {
         return Err(refuse("it holds no SKILL.md"));
     }
-    let text = String::from_utf8(manifest.take()).map_err(|_| refuse("SKILL.md is not UTF-8 text"))?;
+    let text = String::from_utf8(skill_md.take()).map_err(|_| refuse("SKILL.md is not UTF-8 text"))?;
     let m = manifest::parse(&text, "uploaded archive")?;
     if !manifest::valid_name(&m.name) {
         return Err(refuse(format!(

@@ -62,7 +62,7 @@ impl UploadConfig {
     pub fn body_limit(&self) -> usize {
         self.max_request
             .saturating_add(self.max_files.saturating_mul(1024))
-            .saturating_add(64 << 10)
+            .saturating_add(1 << 20)
     }
 }
 
