@@ -51,7 +51,11 @@ impl Storage {
 
     /// Removes rows older than `max_age_secs` and all but the newest `max_rows`; returns how
     /// many went.
-    pub async fn prune_audit(&self, max_age_secs: Option<i64>, max_rows: Option<i64>) -> Result<u64> {
+    pub async fn prune_audit(
+        &self,
+        max_age_secs: Option<i64>,
+        max_rows: Option<i64>,
+    ) -> Result<u64> {
         let mut gone = 0;
         if let Some(age) = max_age_secs {
             let before = now().saturating_sub(age.max(0));

@@ -41,7 +41,8 @@ pub fn private_home() {
     let Some(home) = crate::store::weft_home() else {
         return;
     };
-    let made = weft_storage::create_private_dir(&home).and_then(|()| weft_storage::restrict_dir(&home));
+    let made =
+        weft_storage::create_private_dir(&home).and_then(|()| weft_storage::restrict_dir(&home));
     if let Err(e) = made {
         tracing::warn!(error = %e, "making WEFT_HOME private (0700)");
     }

@@ -291,7 +291,8 @@ pub fn scrub_paths(msg: &str) -> String {
     while i < chars.len() {
         let prev = i.checked_sub(1).map(|j| chars[j]);
         let at = |k: usize| chars.get(i + k).copied();
-        let name = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "._-~$@+".contains(c));
+        let name =
+            |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "._-~$@+".contains(c));
         let starts = starts_path(prev)
             && ((at(0) == Some('/') && name(at(1)))
                 || (at(0) == Some('~') && at(1) == Some('/'))
@@ -467,7 +468,10 @@ mod tests {
             ),
             ("open ~/models/x.gguf: denied", "open <path>: denied"),
             ("at C:\\Users\\me\\x.db (locked)", "at <path> (locked)"),
-            ("1/2 done, http://host/x is fine", "1/2 done, http://host/x is fine"),
+            (
+                "1/2 done, http://host/x is fine",
+                "1/2 done, http://host/x is fine",
+            ),
             ("no path here", "no path here"),
         ] {
             assert_eq!(scrub_paths(msg), want, "{msg}");

@@ -46,7 +46,10 @@ impl PullPolicy {
         PullPolicy {
             allow_private: false,
             allow_hosts: Vec::new(),
-            redirect_hosts: DEFAULT_REDIRECT_HOSTS.iter().map(|h| h.to_string()).collect(),
+            redirect_hosts: DEFAULT_REDIRECT_HOSTS
+                .iter()
+                .map(|h| h.to_string())
+                .collect(),
         }
     }
 
@@ -120,7 +123,9 @@ fn origin(url: &str) -> Option<(String, String, u16)> {
     let u: Uri = url.parse().ok()?;
     let scheme = u.scheme_str()?.to_ascii_lowercase();
     let host = bare_host(u.host()?).to_ascii_lowercase();
-    let port = u.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
+    let port = u
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
     Some((scheme, host, port))
 }
 
@@ -262,7 +267,10 @@ impl Resolver for Guarded {
             .proxy()
             .is_some_and(|p| bare_host(p.host()).eq_ignore_ascii_case(bare_host(host)));
         if !is_proxy {
-            if let Some(a) = addrs.iter().find(|a| !self.policy.may_connect(host, a.ip())) {
+            if let Some(a) = addrs
+                .iter()
+                .find(|a| !self.policy.may_connect(host, a.ip()))
+            {
                 tracing::info!(host, address = %a.ip(), "pull refused: not a public address");
                 return Err(ureq::Error::Io(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
@@ -387,8 +395,14 @@ mod tests {
         assert!(!p.may_redirect("http://h:1/a", "http://h:2/a"));
         assert!(!p.may_redirect("http://h:1/a", "https://h:1/a"));
         assert!(!p.may_redirect("https://h/a", "https://other/a"));
-        assert!(p.may_redirect("https://huggingface.co/a", "https://cdn-lfs.huggingface.co/b"));
-        assert!(p.may_redirect("https://huggingface.co/a", "https://cas-bridge.xethub.hf.co/b"));
+        assert!(p.may_redirect(
+            "https://huggingface.co/a",
+            "https://cdn-lfs.huggingface.co/b"
+        ));
+        assert!(p.may_redirect(
+            "https://huggingface.co/a",
+            "https://cas-bridge.xethub.hf.co/b"
+        ));
         assert!(!p.may_redirect("https://huggingface.co/a", "http://cdn.huggingface.co/b"));
         assert!(!p.may_redirect("https://huggingface.co/a", "https://evilhf.co/b"));
         assert!(PullPolicy::trusting().may_redirect("http://h/a", "https://x:9/b"));
@@ -405,7 +419,10 @@ mod tests {
             "https://h/x?token=REDACTED&name=m&X-Amz-Signature=REDACTED#f"
         );
         assert_eq!(redact("hf.co/o/r:q4"), "hf.co/o/r:q4");
-        assert_eq!(redact("http://h/p?api_key=1"), "http://h/p?api_key=REDACTED");
+        assert_eq!(
+            redact("http://h/p?api_key=1"),
+            "http://h/p?api_key=REDACTED"
+        );
         assert!(!unreachable("http://u:pw@h/").contains("pw"));
     }
 }

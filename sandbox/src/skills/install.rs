@@ -76,7 +76,10 @@ fn check_tree(files: &[(usize, PathBuf)], dirs: &[PathBuf]) -> Result<()> {
         }
         parents.extend(p.ancestors().skip(1).map(Path::to_path_buf));
     }
-    parents.extend(dirs.iter().flat_map(|d| d.ancestors().map(Path::to_path_buf)));
+    parents.extend(
+        dirs.iter()
+            .flat_map(|d| d.ancestors().map(Path::to_path_buf)),
+    );
     if let Some((_, p)) = files.iter().find(|(_, p)| parents.contains(p)) {
         return Err(refuse(format!(
             "entry {:?} is a file, and other entries use it as a folder",
@@ -87,7 +90,10 @@ fn check_tree(files: &[(usize, PathBuf)], dirs: &[PathBuf]) -> Result<()> {
 }
 
 /// Checks names and layout; returns the files to extract and the skill's `SKILL.md` index.
-fn plan<R: Read + Seek>(archive: &mut ZipArchive<R>, limits: &InstallLimits) -> Result<Vec<Planned>> {
+fn plan<R: Read + Seek>(
+    archive: &mut ZipArchive<R>,
+    limits: &InstallLimits,
+) -> Result<Vec<Planned>> {
     if archive.len() > limits.entries {
         return Err(refuse(format!(
             "it has {} entries; at most {} are allowed",
@@ -306,7 +312,8 @@ pub(super) fn install_from<R: Read + Seek>(
     if !seen_manifest {
         return Err(refuse("it holds no SKILL.md"));
     }
-    let text = String::from_utf8(skill_md.take()).map_err(|_| refuse("SKILL.md is not UTF-8 text"))?;
+    let text =
+        String::from_utf8(skill_md.take()).map_err(|_| refuse("SKILL.md is not UTF-8 text"))?;
     let m = manifest::parse(&text, "uploaded archive")?;
     if !manifest::valid_name(&m.name) {
         return Err(refuse(format!(

@@ -84,7 +84,8 @@ fn streamed(
             }
         }
     });
-    conn.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 64 << 10];
     loop {
@@ -186,7 +187,12 @@ fn too_many_files_in_one_upload_store_nothing() {
         return;
     };
     let up = db.home.join("up");
-    let s = db.serve(&["--uploads-dir", &up.display().to_string(), "--upload-max-files", "8"]);
+    let s = db.serve(&[
+        "--uploads-dir",
+        &up.display().to_string(),
+        "--upload-max-files",
+        "8",
+    ]);
     let form = |n: usize| {
         let mut body = Vec::new();
         for i in 0..n {
@@ -214,8 +220,8 @@ fn too_many_files_in_one_upload_store_nothing() {
 /// lie about the first entry's compressed size looks plausible).
 fn lying_zip(bomb: &str, zeros: usize, pad: &str, noise: usize) -> Vec<u8> {
     let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let deflated =
-        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let deflated = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
     z.start_file(bomb, deflated).unwrap();
     let mib = vec![0u8; 1 << 20];
     for _ in 0..zeros {
@@ -322,9 +328,18 @@ fn bad_skill_zips_are_4xx_without_paths() {
     for (zip, want) in cases {
         let before = peak(&s);
         let r = skill_upload(&s, &zip);
-        assert!((400..500).contains(&r.status), "{want}: {} {}", r.status, r.body);
+        assert!(
+            (400..500).contains(&r.status),
+            "{want}: {} {}",
+            r.status,
+            r.body
+        );
         assert!(r.body.contains(want), "{want}: {}", r.body);
-        assert!(!r.body.contains(&home) && !r.body.contains("/tmp"), "{}", r.body);
+        assert!(
+            !r.body.contains(&home) && !r.body.contains("/tmp"),
+            "{}",
+            r.body
+        );
         assert_bounded(&s, before, want);
     }
     assert!(!db.home.join("skills/clash").exists());
@@ -351,7 +366,8 @@ fn audit_is_bounded(db: &Db) {
     };
     let all = rows();
     assert!(
-        all.iter().all(|r| r["actor"] != "unauthenticated" && r["status"] != 401),
+        all.iter()
+            .all(|r| r["actor"] != "unauthenticated" && r["status"] != 401),
         "{all:?}"
     );
     let m = call(&c, &admin, "GET", "/metrics", None).body;
@@ -367,13 +383,20 @@ fn audit_is_bounded(db: &Db) {
     let all = rows();
     let row = all
         .iter()
-        .find(|r| r["route"].as_str().is_some_and(|p| p.starts_with("/api/v1/xxx")))
+        .find(|r| {
+            r["route"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/api/v1/xxx"))
+        })
         .unwrap_or_else(|| panic!("no row for the admin's request: {all:?}"));
     assert!(row["route"].as_str().unwrap().len() <= 260, "{row}");
     // Retention: a few admin changes, then keep 3 rows.
     for i in 0..5 {
         let body = json!({"name": format!("k{i}"), "role": "user"}).to_string();
-        assert_eq!(call(&c, &admin, "POST", "/api/v1/keys", Some(&body)).status, 201);
+        assert_eq!(
+            call(&c, &admin, "POST", "/api/v1/keys", Some(&body)).status,
+            201
+        );
     }
     assert!(rows().len() >= 6);
     let r = call(
@@ -396,7 +419,11 @@ fn audit_is_bounded(db: &Db) {
     );
     assert_eq!(r.status, 400, "{}", r.body);
 }
-on_both!(audit_is_bounded, audit_is_bounded_sqlite, audit_is_bounded_postgres);
+on_both!(
+    audit_is_bounded,
+    audit_is_bounded_sqlite,
+    audit_is_bounded_postgres
+);
 
 /// `WEFT_HOME` is 0700 (even when it existed 0755), `weft.db` and its WAL and SHM 0600.
 #[test]

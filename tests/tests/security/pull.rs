@@ -118,7 +118,10 @@ fn a_redirect_to_another_port_is_refused() {
     let s = serve(&db, &["--pull-allow-private"]);
     let target = Fake::not_found();
     let hop = Fake::redirecting(format!("http://127.0.0.1:{}/m.gguf", target.port));
-    let e = error_of(&pull(&s.client(), &format!("http://127.0.0.1:{}/m.gguf", hop.port)));
+    let e = error_of(&pull(
+        &s.client(),
+        &format!("http://127.0.0.1:{}/m.gguf", hop.port),
+    ));
     assert!(e.contains("another scheme, host or port"), "{e}");
     assert!(hop.hits() >= 1);
     assert_eq!(target.hits(), 0, "the redirect was followed");
@@ -130,7 +133,10 @@ fn a_redirect_to_another_port_is_refused() {
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
         }
     });
-    let e = error_of(&pull(&s.client(), &format!("http://127.0.0.1:{}/m.gguf", same.port)));
+    let e = error_of(&pull(
+        &s.client(),
+        &format!("http://127.0.0.1:{}/m.gguf", same.port),
+    ));
     assert!(e.contains("not found (404)"), "{e}");
     assert_eq!(same.hits(), 2);
 }
@@ -187,7 +193,10 @@ fn open_and_closed_ports_read_the_same() {
     // Refused by policy: the same words.
     drop(s);
     let s = serve(&db, &[]);
-    let e = error_of(&pull(&s.client(), &format!("http://127.0.0.1:{closed}/m.gguf")));
+    let e = error_of(&pull(
+        &s.client(),
+        &format!("http://127.0.0.1:{closed}/m.gguf"),
+    ));
     assert_eq!(e.replace(&closed.to_string(), "PORT"), seen[0]);
 }
 

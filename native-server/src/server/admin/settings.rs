@@ -250,7 +250,10 @@ async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
     let sampling = check_ranges(&next)?;
     st.storage.write_settings(&changes, replace).await?;
     apply(st, &next, sampling);
-    if changes.iter().any(|(k, _)| k.starts_with("audit_retention_")) {
+    if changes
+        .iter()
+        .any(|(k, _)| k.starts_with("audit_retention_"))
+    {
         prune_audit(st, &next).await;
     }
     let keys: Vec<&String> = changes.iter().map(|(k, _)| k).collect();

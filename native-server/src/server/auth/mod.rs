@@ -225,7 +225,11 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
             r
         }
     };
-    if audit_rule::decide(policy::audited(&method, &path), allowed, res.status().as_u16()) {
+    if audit_rule::decide(
+        policy::audited(&method, &path),
+        allowed,
+        res.status().as_u16(),
+    ) {
         let details = res.extensions().get::<AuditDetails>().map(|d| d.0.clone());
         let row = audit(actor, res.status().as_u16(), details);
         if let Err(e) = st.storage.append_audit(row).await {

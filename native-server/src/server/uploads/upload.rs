@@ -91,11 +91,7 @@ impl FieldError {
 
 /// A text field read chunk by chunk, refused as soon as it passes `max` bytes (so a huge
 /// field is never buffered).
-async fn small_field(
-    field: &mut Field<'_>,
-    max: usize,
-    what: &str,
-) -> Result<String, FieldError> {
+async fn small_field(field: &mut Field<'_>, max: usize, what: &str) -> Result<String, FieldError> {
     let mut buf = Vec::new();
     while let Some(chunk) = field.chunk().await.map_err(FieldError::Form)? {
         if buf.len() + chunk.len() > max {
@@ -192,7 +188,11 @@ pub async fn upload(
             // Any other field is read (it must end before the next one starts) with the same
             // small limit, and dropped.
             other => {
-                let what = other.unwrap_or("(unnamed)").chars().take(64).collect::<String>();
+                let what = other
+                    .unwrap_or("(unnamed)")
+                    .chars()
+                    .take(64)
+                    .collect::<String>();
                 small_field(&mut field, OTHER_FIELD_MAX, &what)
                     .await
                     .map_err(|e| e.or_form(bad_form))?;
