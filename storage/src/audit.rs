@@ -1,5 +1,6 @@
 //! The audit log: who changed what, when and from where. Rows are appended, never changed;
-//! callers put no secrets in `details`.
+//! callers put no secrets in `details`. [`Storage::prune_audit`] removes the rows past the
+//! retention (the server runs it with the `audit_retention_*` settings).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -46,6 +47,35 @@ impl Storage {
             .await
             .map(drop))?;
         Ok(())
+    }
+
+    /// Removes rows older than `max_age_secs` and all but the newest `max_rows`; returns how
+    /// many went.
+    pub async fn prune_audit(
+        &self,
+        max_age_secs: Option<i64>,
+        max_rows: Option<i64>,
+    ) -> Result<u64> {
+        let mut gone = 0;
+        if let Some(age) = max_age_secs {
+            let before = now().saturating_sub(age.max(0));
+            gone += on_pool!(self, |p| sqlx::query("DELETE FROM audit WHERE at < $1")
+                .bind(before)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))?;
+        }
+        if let Some(rows) = max_rows {
+            // The id of the newest row to drop: everything at or below it goes.
+            let sql = "DELETE FROM audit WHERE id <= \
+                       (SELECT id FROM audit ORDER BY id DESC LIMIT 1 OFFSET $1)";
+            gone += on_pool!(self, |p| sqlx::query(sql)
+                .bind(rows.max(0))
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))?;
+        }
+        Ok(gone)
     }
 
     /// The newest `limit` rows, newest first.

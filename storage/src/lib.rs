@@ -29,6 +29,7 @@ mod keys;
 mod migrate;
 mod model_aliases;
 mod moderation;
+mod private;
 mod sessions;
 mod settings;
 mod tenants;
@@ -50,6 +51,7 @@ pub use jobs::{JobOwner, JobRow, JOB_LIVE};
 pub use keys::{ApiKey, NewKey};
 pub use model_aliases::ModelAlias;
 pub use moderation::{ModerationRule, NewRule};
+pub use private::{create_private_dir, restrict_dir};
 pub use tenants::{NewTenant, Tenant, TenantPatch};
 pub use users::{NewUser, User, UserPatch};
 
@@ -119,9 +121,12 @@ impl Storage {
     /// readers never wait for the writer.
     pub async fn sqlite(path: &Path) -> Result<Storage> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            private::create_private_dir(dir)
                 .map_err(|e| StorageError::Open(format!("creating {}: {e}", dir.display())))?;
         }
+        // Key hashes and sessions live here: owner-only, as are its -wal and -shm.
+        private::prepare_db_file(path)
+            .map_err(|e| StorageError::Open(format!("{}: {e}", path.display())))?;
         let opts = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -135,6 +140,8 @@ impl Storage {
             .await
             .map_err(|e| StorageError::Open(format!("{}: {e}", path.display())))?;
         migrate::sqlite(&pool).await?;
+        private::restrict_db_files(path)
+            .map_err(|e| StorageError::Open(format!("{}: {e}", path.display())))?;
         Ok(Storage {
             db: std::sync::Arc::new(Db::Sqlite(pool)),
         })

@@ -83,6 +83,8 @@ fn store_commands_go_through_a_running_server() {
             store.display().to_string(),
             "--hf-endpoint".into(),
             hub.base(),
+            // The test hub is on loopback, which pulls may not reach by default.
+            "--pull-allow-private".into(),
             "--ctx".into(),
             "512".into(),
             "--parallel".into(),

@@ -14,7 +14,9 @@ use weft_core::dtype::GgmlType;
 use weft_core::gguf::{write_gguf, TensorToWrite, Value};
 use weft_core::test_support::model_path;
 use weft_server::jobs::{JobKind, JobRunner, JobStatus, MemoryJobs, ProgressUnit};
-use weft_server::store::{self, ImportRequest, PullRequest, QuantizeRequest, Store, PARTIAL_DIR};
+use weft_server::store::{
+    self, ImportRequest, PullPolicy, PullRequest, QuantizeRequest, Store, PARTIAL_DIR,
+};
 use weft_tests::hub::{Hub, HubFile};
 use weft_tests::weft_binary;
 
@@ -32,10 +34,12 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
+/// A store pulling from the test hub (on loopback: private destinations allowed).
 fn store_at(dir: &Path, hub: &Hub) -> Store {
     Store::open(Some(dir))
         .unwrap()
         .with_hf_endpoint(&hub.base())
+        .with_pull_policy(PullPolicy::allowing_private())
 }
 
 /// The `*.gguf` files of a store and whatever is left in its partial folder.
@@ -351,7 +355,7 @@ fn bad_pulls_fail_with_clear_messages() {
         (
             format!("http://127.0.0.1:{refused}/m.gguf"),
             None,
-            "connection refused",
+            "could not be reached",
             false,
         ),
         (
@@ -571,5 +575,33 @@ fn quantize_refuses_bad_types_and_silent_requantization() {
         f.gguf.tensor("blk.0.attn_q.weight").unwrap().ty,
         GgmlType::Q8_0
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_store_refuses_loopback_unless_allowed() {
+    let hub = Hub::start();
+    let dir = scratch("strict");
+    let small = dir.join("s.bin");
+    synthetic_gguf(&small, 1);
+    serve(&hub, "t/r", "s.gguf", &small);
+    let st_dir = dir.join("store");
+    // The default policy: the hub on 127.0.0.1 is not reached at all.
+    let st = Store::open(Some(&st_dir))
+        .unwrap()
+        .with_hf_endpoint(&hub.base());
+    let req = PullRequest {
+        reference: "hf.co/t/r:s.gguf".into(),
+        ..PullRequest::default()
+    };
+    let e = store::pull(&st, &req, &mut |_| true).unwrap_err();
+    assert!(e.message.contains("could not be reached"), "{}", e.message);
+    assert!(hub.log().is_empty(), "the hub was reached");
+    assert_eq!(contents(&st_dir), (vec![], vec![]));
+    // Allowed by name, it is.
+    let mut policy = PullPolicy::strict();
+    policy.allow_hosts.push("127.0.0.1".into());
+    let st = st.with_pull_policy(policy);
+    store::pull(&st, &req, &mut |_| true).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -86,6 +86,8 @@ fn model_jobs_over_http() {
         store.display().to_string(),
         "--hf-endpoint".into(),
         hub.base(),
+        // The test hub is on loopback, which pulls may not reach by default.
+        "--pull-allow-private".into(),
         "--ctx".into(),
         "512".into(),
         "--parallel".into(),

@@ -2,6 +2,7 @@
 
 mod backend_args;
 mod bench;
+mod bounds_args;
 mod devices;
 mod embed;
 mod exec;

@@ -145,11 +145,14 @@ pub struct ServeArgs {
     /// directive; RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
     log_level: String,
+    #[command(flatten)]
+    bounds: super::bounds_args::BoundsArgs,
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
     a.backend.check()?;
     logging::init(a.log_format, &a.log_level);
+    super::bounds_args::private_home();
     let parallel = match a.parallel.as_str() {
         "auto" => None,
         n => Some(n.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
@@ -234,6 +237,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
     };
     uploads.max_file = size("--upload-max-file", &a.upload_max_file)?;
     uploads.max_request = size("--upload-max-request", &a.upload_max_request)?;
+    uploads.max_files = a.bounds.upload_max_files.max(1);
     let cfg = ServeConfig {
         backend: a.backend.backend.clone(),
         n_ctx: a.ctx,
@@ -260,7 +264,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
             let store = crate::store::Store::open(Some(d))
                 .and_then(|s| s.with_import_roots(&a.import_roots))
                 .map_err(|e| anyhow::anyhow!(e.message))?
-                .with_hf_endpoint(&a.hf_endpoint);
+                .with_hf_endpoint(&a.hf_endpoint)
+                .with_pull_policy(a.bounds.pull_policy());
             Some(server::jobs::ModelJobs::new(
                 store,
                 registry.clone(),

@@ -112,7 +112,12 @@ pub fn pull(a: PullArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let store = a.store.open()?.with_hf_endpoint(&a.hf_endpoint);
+    // The user at the terminal chose the URL: no one else's pull to fence in.
+    let store = a
+        .store
+        .open()?
+        .with_hf_endpoint(&a.hf_endpoint)
+        .with_pull_policy(crate::store::PullPolicy::trusting());
     let req = PullRequest {
         reference: a.reference.clone(),
         name: a.name.clone(),

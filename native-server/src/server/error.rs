@@ -234,11 +234,26 @@ impl ApiError {
         r
     }
 
+    /// The message as the client sees it: for a 5xx, with anything that looks like a
+    /// file-system path replaced by `<path>` (the full message goes to the log). A last
+    /// resort: handlers should not put paths in messages in the first place.
+    pub fn public_message(&self) -> String {
+        if !self.status.is_server_error() {
+            return self.message.clone();
+        }
+        let scrubbed = scrub_paths(&self.message);
+        if scrubbed != self.message {
+            tracing::error!(status = self.status.as_u16(), error = %self.message,
+                "internal error (paths removed from the response)");
+        }
+        scrubbed
+    }
+
     /// OpenAI's body for this error.
     pub fn openai_body(&self) -> OpenAiErrorBody {
         OpenAiErrorBody {
             error: OpenAiErrorDetail {
-                message: self.message.clone(),
+                message: self.public_message(),
                 kind: self.kind.to_string(),
                 param: None,
                 code: self.code.map(str::to_string),
@@ -255,10 +270,57 @@ impl ApiError {
     /// `{"error": "..."}` (Ollama and the other `/api` routes).
     pub fn plain(self) -> Response {
         let body = PlainErrorBody {
-            error: self.message.clone(),
+            error: self.public_message(),
         };
         self.with_headers((self.status, Json(body)).into_response())
     }
+}
+
+/// Whether `c` may come right before a path in a message.
+fn starts_path(prev: Option<char>) -> bool {
+    prev.is_none_or(|c| c.is_whitespace() || "\"'`([{=,;:<".contains(c))
+}
+
+/// Replaces absolute paths (`/a/b`, `~/a`, `C:\a`, `\\server\share`) with `<path>`. A path
+/// runs until whitespace, a quote or a closing bracket; a `:` followed by a space (as in
+/// "`/x/y: no such file`") ends it too.
+pub fn scrub_paths(msg: &str) -> String {
+    let chars: Vec<char> = msg.chars().collect();
+    let mut out = String::with_capacity(msg.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let prev = i.checked_sub(1).map(|j| chars[j]);
+        let at = |k: usize| chars.get(i + k).copied();
+        let name =
+            |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "._-~$@+".contains(c));
+        let starts = starts_path(prev)
+            && ((at(0) == Some('/') && name(at(1)))
+                || (at(0) == Some('~') && at(1) == Some('/'))
+                || (at(0).is_some_and(|c| c.is_ascii_alphabetic())
+                    && at(1) == Some(':')
+                    && matches!(at(2), Some('\\') | Some('/'))
+                    && prev != Some(':'))
+                || (at(0) == Some('\\') && at(1) == Some('\\')));
+        if !starts {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < chars.len() {
+            let c = chars[j];
+            let ends = c.is_whitespace()
+                || "\"'`)]}>,;".contains(c)
+                || (c == ':' && j > i + 1 && chars.get(j + 1).is_none_or(|n| n.is_whitespace()));
+            if ends {
+                break;
+            }
+            j += 1;
+        }
+        out.push_str("<path>");
+        i = j;
+    }
+    out
 }
 
 impl From<Failure> for ApiError {
@@ -386,5 +448,38 @@ impl IntoResponse for PlainError {
 impl From<ApiError> for PlainError {
     fn from(e: ApiError) -> Self {
         PlainError(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_errors_carry_no_paths() {
+        for (msg, want) in [
+            (
+                "creating /home/me/.weft/skills/.install-x/a: Not a directory (os error 20)",
+                "creating <path>: Not a directory (os error 20)",
+            ),
+            (
+                "writing \"/srv/weft/db\" failed",
+                "writing \"<path>\" failed",
+            ),
+            ("open ~/models/x.gguf: denied", "open <path>: denied"),
+            ("at C:\\Users\\me\\x.db (locked)", "at <path> (locked)"),
+            (
+                "1/2 done, http://host/x is fine",
+                "1/2 done, http://host/x is fine",
+            ),
+            ("no path here", "no path here"),
+        ] {
+            assert_eq!(scrub_paths(msg), want, "{msg}");
+        }
+        let e = ApiError::internal("reading /var/lib/weft/x: gone");
+        assert_eq!(e.public_message(), "reading <path>: gone");
+        // 4xx messages are the handlers' own words, left alone.
+        let e = ApiError::invalid("the URL /v1/x");
+        assert_eq!(e.public_message(), "the URL /v1/x");
     }
 }

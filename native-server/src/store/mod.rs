@@ -14,6 +14,7 @@
 mod convert;
 mod import;
 mod pull;
+pub mod pull_policy;
 mod quantize;
 mod reference;
 
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 pub use convert::{check_convert, convert_in_store, ConvertRequest, Converted};
 pub use import::{checked_path, import, ImportRequest, Imported};
 pub use pull::{pull, PullProgress, PullRequest, Pulled};
+pub use pull_policy::PullPolicy;
 pub use quantize::{quantize_in_store, QuantizeRequest, Quantized};
 pub use reference::{resolve_reference, Resolved, DEFAULT_HF_ENDPOINT};
 
@@ -44,6 +46,8 @@ pub struct Store {
     pub hf_endpoint: String,
     /// Folders `import` may read from (canonical paths). Always includes `dir`.
     pub import_roots: Vec<PathBuf>,
+    /// Where pulls may connect and redirect (strict unless the operator allows more).
+    pub pull_policy: PullPolicy,
     registrar: Option<Registrar>,
 }
 
@@ -131,6 +135,7 @@ impl Store {
             dir: canon.clone(),
             hf_endpoint: DEFAULT_HF_ENDPOINT.to_string(),
             import_roots: vec![canon],
+            pull_policy: PullPolicy::strict(),
             registrar: None,
         })
     }
@@ -138,6 +143,12 @@ impl Store {
     /// Registers finished models through `r` instead of the store's names file.
     pub fn with_registrar(mut self, r: Registrar) -> Self {
         self.registrar = Some(r);
+        self
+    }
+
+    /// Pulls obey `policy`.
+    pub fn with_pull_policy(mut self, policy: PullPolicy) -> Self {
+        self.pull_policy = policy;
         self
     }
 

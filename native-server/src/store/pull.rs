@@ -4,7 +4,9 @@
 //! `X-Linked-Etag` / `ETag`), checked to be a GGUF, then renamed into place.
 //!
 //! Redirects are followed here rather than by the client library, so the hub's own headers
-//! (`X-Linked-Etag`, `X-Linked-Size`) are seen even when the bytes come from elsewhere.
+//! (`X-Linked-Etag`, `X-Linked-Size`) are seen even when the bytes come from elsewhere, and
+//! each one is checked against the store's [`PullPolicy`] (as is every address connected to).
+//! Messages name URLs only through [`redact`]: no credential reaches a job row or a log.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::pull_policy::{check_literal, redact, unreachable, PullPolicy};
 use super::{check_gguf, finish, resolve_reference, write_error, Store, StoreError};
 
 /// What to pull.
@@ -59,6 +62,7 @@ pub struct Pulled {
 /// What the partial file belongs to (saved beside it, so a later pull can resume).
 #[derive(Serialize, Deserialize, Default, Clone)]
 struct PartialMeta {
+    /// The SHA-256 of the URL (not the URL: it may hold credentials).
     url: String,
     etag: Option<String>,
     total: u64,
@@ -69,28 +73,24 @@ struct PartialMeta {
 const RETRIES: u32 = 4;
 const MAX_REDIRECTS: u32 = 10;
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+fn agent(policy: &PullPolicy) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(Duration::from_secs(15)))
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .timeout_recv_body(None)
         .user_agent(concat!("weft/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into()
+        .build();
+    policy.agent(config)
 }
 
-/// A readable sentence for a transport error.
+/// The one message for any transport error (refused, reset, not HTTP, timed out, unknown
+/// host, or an address the policy refuses): which one it was goes to the log only, so the
+/// caller cannot map ports and hosts through pulls.
 fn transport(url: &str, e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
-            format!("cannot reach {url}: connection refused")
-        }
-        ureq::Error::HostNotFound => format!("cannot reach {url}: unknown host"),
-        ureq::Error::Timeout(_) => format!("cannot reach {url}: timed out"),
-        other => format!("cannot reach {url}: {other}"),
-    }
+    tracing::info!(url = %redact(url), error = %e, "pull: connection failed");
+    unreachable(url)
 }
 
 /// A sha256 from an ETag-style header (quotes and `W/` removed), if it is one.
@@ -141,6 +141,7 @@ struct Seen {
 /// Sends a GET (with `Range` from `from` when non-zero), following redirects by hand.
 fn get(
     agent: &ureq::Agent,
+    policy: &PullPolicy,
     url: &str,
     from: u64,
     if_range: Option<&str>,
@@ -148,6 +149,7 @@ fn get(
 ) -> Result<ureq::http::Response<ureq::Body>, String> {
     let mut url = url.to_string();
     for _ in 0..=MAX_REDIRECTS {
+        check_literal(policy, &url).map_err(|()| unreachable(&url))?;
         let mut req = agent.get(&url);
         if from > 0 {
             req = req.header("Range", format!("bytes={from}-"));
@@ -164,21 +166,31 @@ fn get(
         }
         if r.status().is_redirection() {
             let loc = header(&r, "location")
-                .ok_or_else(|| format!("{url} redirected without a Location"))?;
-            url = join_location(&url, &loc);
+                .ok_or_else(|| format!("{} redirected without a Location", redact(&url)))?;
+            let next = join_location(&url, &loc);
+            if !policy.may_redirect(&url, &next) {
+                return Err(format!(
+                    "{} redirected to {}, another scheme, host or port: refused (redirects stay \
+                     on the same origin unless --pull-redirect-host names the target)",
+                    redact(&url),
+                    redact(&next)
+                ));
+            }
+            url = next;
             continue;
         }
         seen.etag = header(&r, "etag");
         return Ok(r);
     }
-    Err(format!("too many redirects from {url}"))
+    Err(format!("too many redirects from {}", redact(&url)))
 }
 
 /// Fetches a small JSON document (a repository listing).
-fn get_json(agent: &ureq::Agent, url: &str) -> Result<Value, StoreError> {
+fn get_json(agent: &ureq::Agent, policy: &PullPolicy, url: &str) -> Result<Value, StoreError> {
     let mut seen = Seen::default();
-    let mut r = get(agent, url, 0, None, &mut seen).map_err(StoreError::failed)?;
+    let mut r = get(agent, policy, url, 0, None, &mut seen).map_err(StoreError::failed)?;
     let status = r.status().as_u16();
+    let url = &redact(url);
     if status == 404 {
         return Err(StoreError::invalid(format!("{url}: not found (404)")));
     }
@@ -252,7 +264,8 @@ pub fn pull(
     req: &PullRequest,
     progress: &mut dyn FnMut(&PullProgress) -> bool,
 ) -> Result<Pulled, StoreError> {
-    let agent = agent();
+    let policy = &store.pull_policy;
+    let agent = agent(policy);
     let mut p = PullProgress {
         phase: "resolving",
         ..PullProgress::default()
@@ -261,7 +274,7 @@ pub fn pull(
         return Err(StoreError::failed("cancelled"));
     }
     let resolved = resolve_reference(&req.reference, &store.hf_endpoint, &mut |u| {
-        get_json(&agent, u)
+        get_json(&agent, policy, u)
     })?;
     let (name, dest) = store.model_path(req.name.as_deref().unwrap_or(&resolved.default_name))?;
     let expected = match &req.sha256 {
@@ -271,6 +284,9 @@ pub fn pull(
         None => None,
     };
     let url = resolved.url;
+    // What messages show of the URL.
+    let shown = redact(&url);
+    let url_key = hex(&Sha256::digest(url.as_bytes()));
     let (part, meta_path) = partial_paths(store, &url)?;
     let mut guard = PartialGuard {
         paths: Some((part.clone(), meta_path.clone())),
@@ -279,9 +295,9 @@ pub fn pull(
     let mut meta: PartialMeta = std::fs::read_to_string(&meta_path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|m: &PartialMeta| m.url == url)
+        .filter(|m: &PartialMeta| m.url == url_key)
         .unwrap_or_default();
-    meta.url.clone_from(&url);
+    meta.url.clone_from(&url_key);
     let mut file = OpenOptions::new()
         .create(true)
         .read(true)
@@ -300,7 +316,7 @@ pub fn pull(
     p.phase = "downloading";
     loop {
         let mut seen = Seen::default();
-        let attempt = get(&agent, &url, have, meta.etag.as_deref(), &mut seen);
+        let attempt = get(&agent, policy, &url, have, meta.etag.as_deref(), &mut seen);
         let mut resp = match attempt {
             Ok(r) => r,
             Err(e) => {
@@ -328,27 +344,27 @@ pub fn pull(
                     .and_then(|s| s.trim().parse().ok());
                 if start != Some(have) {
                     return Err(StoreError::failed(format!(
-                        "{url}: asked for bytes from {have}, got range {range:?}"
+                        "{shown}: asked for bytes from {have}, got range {range:?}"
                     )));
                 }
                 resumed += 1;
             }
             416 if have > 0 && have == meta.total => break,
             404 => {
-                return Err(StoreError::invalid(format!("{url}: not found (404)")));
+                return Err(StoreError::invalid(format!("{shown}: not found (404)")));
             }
             401 | 403 => {
                 return Err(StoreError::invalid(format!(
-                    "{url}: access denied (HTTP {status})"
+                    "{shown}: access denied (HTTP {status})"
                 )));
             }
             s if (400..500).contains(&s) => {
-                return Err(StoreError::invalid(format!("{url}: HTTP {s}")));
+                return Err(StoreError::invalid(format!("{shown}: HTTP {s}")));
             }
             s => {
                 failures += 1;
                 if failures > RETRIES {
-                    return Err(StoreError::failed(format!("{url}: HTTP {s}")));
+                    return Err(StoreError::failed(format!("{shown}: HTTP {s}")));
                 }
                 std::thread::sleep(Duration::from_millis(250 * failures as u64));
                 continue;
@@ -404,7 +420,7 @@ pub fn pull(
         failures += 1;
         if failures > RETRIES {
             return Err(StoreError::failed(format!(
-                "{url}: the transfer kept stopping early ({have} of {} bytes)",
+                "{shown}: the transfer kept stopping early ({have} of {} bytes)",
                 meta.total
             )));
         }
@@ -415,7 +431,7 @@ pub fn pull(
     drop(file);
     if meta.total > 0 && have != meta.total {
         return Err(StoreError::failed(format!(
-            "{url}: received {have} bytes, expected {}",
+            "{shown}: received {have} bytes, expected {}",
             meta.total
         )));
     }
@@ -429,11 +445,11 @@ pub fn pull(
     if let Some(want) = &digest {
         if &got != want {
             return Err(StoreError::failed(format!(
-                "sha256 mismatch for {url}: expected {want}, got {got}"
+                "sha256 mismatch for {shown}: expected {want}, got {got}"
             )));
         }
     }
-    check_gguf(&part, &format!("the download from {url}"))?;
+    check_gguf(&part, &format!("the download from {shown}"))?;
     finish(&part, &dest)?;
     guard.paths = None;
     let _ = std::fs::remove_file(&meta_path);

@@ -82,7 +82,8 @@ pub fn resolve_reference(
         let file = file_of(r);
         if file.is_empty() {
             return Err(StoreError::invalid(format!(
-                "the URL {r:?} names no file; give the .gguf file's URL"
+                "the URL {:?} names no file; give the .gguf file's URL",
+                super::pull_policy::redact(r)
             )));
         }
         return Ok(Resolved {

@@ -1,11 +1,14 @@
 //! Installing a skill from a zip. Every entry is checked, and every file decompressed and
 //! measured, before anything is written: names (no absolute paths, no `..`, no drive letters),
-//! no symlinks, at most 4096 entries, 64 MB per file and 256 MB in all measured on the
+//! no symlinks, no name twice and no file that another entry uses as a folder (`a` and
+//! `a/b`), at most 4096 entries, 64 MB per file and 256 MB in all measured on the
 //! decompressed stream (declared sizes are not trusted), and at most 200 times the archive's
-//! size. Only then is the skill extracted into a temporary folder beside its destination and
-//! renamed into place.
+//! size. Files are inflated through a counted, capped copy (never into a buffer sized from a
+//! header, and never whole into memory: only `SKILL.md` is kept). Only then is the skill
+//! extracted into a temporary folder beside its destination and renamed into place.
 
-use std::io::{Cursor, Read};
+use std::collections::{BTreeSet, HashSet};
+use std::io::{Cursor, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use zip::ZipArchive;
@@ -56,8 +59,41 @@ struct Planned {
     rel: PathBuf,
 }
 
+/// Longest `SKILL.md` read (the only file held in memory).
+const MANIFEST_MAX: u64 = 1 << 20;
+
+/// Refuses a name given twice, and a file another entry needs as a folder (`a` and `a/b`):
+/// either would fail half-way through extraction.
+fn check_tree(files: &[(usize, PathBuf)], dirs: &[PathBuf]) -> Result<()> {
+    let mut names = HashSet::new();
+    let mut parents = BTreeSet::new();
+    for (_, p) in files {
+        if !names.insert(p.clone()) {
+            return Err(refuse(format!(
+                "entry {:?} appears twice",
+                paths::display(p)
+            )));
+        }
+        parents.extend(p.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    parents.extend(
+        dirs.iter()
+            .flat_map(|d| d.ancestors().map(Path::to_path_buf)),
+    );
+    if let Some((_, p)) = files.iter().find(|(_, p)| parents.contains(p)) {
+        return Err(refuse(format!(
+            "entry {:?} is a file, and other entries use it as a folder",
+            paths::display(p)
+        )));
+    }
+    Ok(())
+}
+
 /// Checks names and layout; returns the files to extract and the skill's `SKILL.md` index.
-fn plan(archive: &mut ZipArchive<Cursor<&[u8]>>, limits: &InstallLimits) -> Result<Vec<Planned>> {
+fn plan<R: Read + Seek>(
+    archive: &mut ZipArchive<R>,
+    limits: &InstallLimits,
+) -> Result<Vec<Planned>> {
     if archive.len() > limits.entries {
         return Err(refuse(format!(
             "it has {} entries; at most {} are allowed",
@@ -66,6 +102,7 @@ fn plan(archive: &mut ZipArchive<Cursor<&[u8]>>, limits: &InstallLimits) -> Resu
         )));
     }
     let mut files: Vec<(usize, PathBuf)> = Vec::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for i in 0..archive.len() {
         let entry = archive
             .by_index_raw(i)
@@ -92,10 +129,12 @@ fn plan(archive: &mut ZipArchive<Cursor<&[u8]>>, limits: &InstallLimits) -> Resu
             )));
         }
         if entry.is_dir() || rel.as_os_str().is_empty() {
+            dirs.push(rel);
             continue;
         }
         files.push((i, rel));
     }
+    check_tree(&files, &dirs)?;
     // Layout: SKILL.md at the root, or one top folder holding SKILL.md.
     let has_root_manifest = files.iter().any(|(_, p)| p == Path::new("SKILL.md"));
     let prefix: PathBuf = if has_root_manifest {
@@ -139,13 +178,32 @@ fn plan(archive: &mut ZipArchive<Cursor<&[u8]>>, limits: &InstallLimits) -> Resu
     Ok(out)
 }
 
-/// Decompresses every planned file through the limits; calls `sink` with each file's bytes.
-fn measure(
-    archive: &mut ZipArchive<Cursor<&[u8]>>,
+/// A writer that counts what it is given and passes it on.
+struct Counted<W> {
+    inner: W,
+    n: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(b)?;
+        self.n += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Decompresses every planned file through the limits into the writer `open` gives for it
+/// (a file, or nothing to only measure): at most the room left plus one byte is inflated,
+/// whatever the entry's header says.
+fn measure<R: Read + Seek, W: Write>(
+    archive: &mut ZipArchive<R>,
     planned: &[Planned],
     archive_len: u64,
     limits: &InstallLimits,
-    mut sink: impl FnMut(&Planned, &[u8]) -> Result<()>,
+    mut open: impl FnMut(&Planned) -> Result<W>,
 ) -> Result<()> {
     let max_total = limits
         .total_bytes
@@ -158,18 +216,18 @@ fn measure(
                 paths::display(&p.rel)
             ))
         })?;
-        let mut buf = Vec::new();
         let room = limits.file_bytes.min(max_total - total);
-        (&mut entry)
-            .take(room + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| {
-                refuse(format!(
-                    "entry {:?} does not decompress: {e}",
-                    paths::display(&p.rel)
-                ))
-            })?;
-        let n = buf.len() as u64;
+        let mut out = Counted {
+            inner: open(p)?,
+            n: 0,
+        };
+        std::io::copy(&mut (&mut entry).take(room + 1), &mut out).map_err(|e| {
+            refuse(format!(
+                "entry {:?} does not decompress: {e}",
+                paths::display(&p.rel)
+            ))
+        })?;
+        let n = out.n;
         if n > limits.file_bytes {
             return Err(refuse(format!(
                 "entry {:?} expands past {} bytes",
@@ -188,9 +246,35 @@ fn measure(
             }));
         }
         total += n;
-        sink(p, &buf)?;
+        out.flush()
+            .map_err(|e| Error::io(format!("writing {}", paths::display(&p.rel)), e))?;
     }
     Ok(())
+}
+
+/// Where one planned file goes in the measuring pass: `SKILL.md` into memory (capped), the
+/// rest nowhere.
+enum Probe {
+    Keep(std::rc::Rc<std::cell::RefCell<Vec<u8>>>),
+    Drop,
+}
+
+impl Write for Probe {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Probe::Keep(buf) = self {
+            let mut buf = buf.borrow_mut();
+            if buf.len() as u64 + b.len() as u64 > MANIFEST_MAX {
+                return Err(std::io::Error::other(format!(
+                    "SKILL.md is larger than {MANIFEST_MAX} bytes"
+                )));
+            }
+            buf.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Installs into `dir/<name>`; returns the skill's id.
@@ -200,27 +284,36 @@ pub(super) fn install(
     overwrite: bool,
     limits: &InstallLimits,
 ) -> Result<String> {
-    let mut archive = ZipArchive::new(Cursor::new(zip))
-        .map_err(|e| refuse(format!("it is not a readable zip: {e}")))?;
+    install_from(dir, Cursor::new(zip), zip.len() as u64, overwrite, limits)
+}
+
+/// [`install`] from any seekable source of `len` bytes (a file on disk, or memory).
+pub(super) fn install_from<R: Read + Seek>(
+    dir: &Path,
+    zip: R,
+    len: u64,
+    overwrite: bool,
+    limits: &InstallLimits,
+) -> Result<String> {
+    let mut archive =
+        ZipArchive::new(zip).map_err(|e| refuse(format!("it is not a readable zip: {e}")))?;
     let planned = plan(&mut archive, limits)?;
     // Pass 1: measure everything and read SKILL.md; nothing is written.
-    let mut manifest_text = None;
-    measure(
-        &mut archive,
-        &planned,
-        zip.len() as u64,
-        limits,
-        |p, bytes| {
-            if p.rel == Path::new("SKILL.md") {
-                manifest_text = Some(
-                    String::from_utf8(bytes.to_vec())
-                        .map_err(|_| refuse("SKILL.md is not UTF-8 text"))?,
-                );
-            }
-            Ok(())
-        },
-    )?;
-    let text = manifest_text.ok_or_else(|| refuse("it holds no SKILL.md"))?;
+    let skill_md = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let mut seen_manifest = false;
+    measure(&mut archive, &planned, len, limits, |p| {
+        Ok(if p.rel == Path::new("SKILL.md") {
+            seen_manifest = true;
+            Probe::Keep(skill_md.clone())
+        } else {
+            Probe::Drop
+        })
+    })?;
+    if !seen_manifest {
+        return Err(refuse("it holds no SKILL.md"));
+    }
+    let text =
+        String::from_utf8(skill_md.take()).map_err(|_| refuse("SKILL.md is not UTF-8 text"))?;
     let m = manifest::parse(&text, "uploaded archive")?;
     if !manifest::valid_name(&m.name) {
         return Err(refuse(format!(
@@ -239,23 +332,16 @@ pub(super) fn install(
         .prefix(".install-")
         .tempdir_in(dir)
         .map_err(|e| Error::io(format!("creating a folder in {}", dir.display()), e))?;
-    measure(
-        &mut archive,
-        &planned,
-        zip.len() as u64,
-        limits,
-        |p, bytes| {
-            let out = tmp.path().join(&p.rel);
-            if let Some(parent) = out.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
-            }
-            let mut f = std::fs::File::create_new(&out)
-                .map_err(|e| Error::io(format!("writing {}", out.display()), e))?;
-            std::io::Write::write_all(&mut f, bytes)
-                .map_err(|e| Error::io(format!("writing {}", out.display()), e))
-        },
-    )?;
+    measure(&mut archive, &planned, len, limits, |p| {
+        let out = tmp.path().join(&p.rel);
+        // Names are the archive's (relative, checked), never the server's folders.
+        let shown = paths::display(&p.rel);
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io(format!("creating the folder of {shown}"), e))?;
+        }
+        std::fs::File::create_new(&out).map_err(|e| Error::io(format!("writing {shown}"), e))
+    })?;
     let staged = tmp.keep();
     if dest.exists() {
         let old = dir.join(format!(".old-{}-{}", m.name, std::process::id()));

@@ -211,7 +211,8 @@ fn malicious(db: &Db) {
     let huge = vec![0u8; 65 << 20];
     let r = restore(&c, ENV_ADMIN, &huge);
     assert_eq!(r.status, 413, "{}", r.body);
-    // A user key may not restore; each refusal was audited; the server still serves.
+    // A user key may not restore (a denial: counted, not audited); each refusal of an
+    // admin's restore was audited; the server still serves.
     let (_, user) = api_key(&c, ENV_ADMIN, json!({"name": "not-admin", "role": "user"}));
     assert_eq!(restore(&c, &user, &good).status, 403);
     let audit = call(&c, ENV_ADMIN, "GET", "/api/v1/audit?limit=1000", None).json();

@@ -57,6 +57,8 @@ fn serve(db: &Db, store: &Path, hub: &Hub) -> Server {
         &store.display().to_string(),
         "--hf-endpoint",
         &hub.base(),
+        // The test hub is on loopback, which pulls may not reach by default.
+        "--pull-allow-private",
     ])
 }
 

@@ -7,7 +7,10 @@
 //! running server's log at once. `max_tokens` (the default and cap of generated tokens; unset:
 //! `--max-tokens`) and `queue_size` (requests that may wait per model; unset: `--queue`) apply
 //! to the next request, the queue also to models already loaded; `metrics_public` (unset:
-//! false) lets `GET /metrics` through without a key. Replicas sharing a database poll it every [`POLL`] and pick
+//! false) lets `GET /metrics` through without a key. `audit_retention_days` and
+//! `audit_retention_rows` (unset: [`AUDIT_DAYS`] days, [`AUDIT_ROWS`] rows) bound the audit
+//! log: older rows, and rows beyond the newest N, are removed when the setting changes and
+//! every [`PRUNE_EVERY`]. Replicas sharing a database poll it every [`POLL`] and pick
 //! up changes made elsewhere.
 
 use std::collections::BTreeMap;
@@ -29,6 +32,11 @@ use crate::server::state::Shared;
 
 /// How often a replica looks for settings changed by another.
 pub const POLL: Duration = Duration::from_secs(2);
+/// How often the audit log is pruned to its retention.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// Audit retention when unset: days, and rows.
+pub const AUDIT_DAYS: i64 = 90;
+pub const AUDIT_ROWS: i64 = 100_000;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -54,6 +62,8 @@ const SCHEMA: &[(&str, Kind)] = &[
     ("max_tokens", Kind::Integer),
     ("queue_size", Kind::Integer),
     ("metrics_public", Kind::Bool),
+    ("audit_retention_days", Kind::Integer),
+    ("audit_retention_rows", Kind::Integer),
 ];
 
 pub fn routes() -> OpenApiRouter<Shared> {
@@ -118,7 +128,12 @@ fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
     let s = sampling_of(m);
     let none = SamplingFields::default();
     resolve_with(&none, &none, Precedence::Operator, &s, BTreeMap::new())?;
-    for (key, most) in [("max_tokens", 1 << 20), ("queue_size", 1 << 16)] {
+    for (key, most) in [
+        ("max_tokens", 1 << 20),
+        ("queue_size", 1 << 16),
+        ("audit_retention_days", 36_500),
+        ("audit_retention_rows", 1 << 40),
+    ] {
         if let Some(n) = m.get(key).and_then(Value::as_i64) {
             if !(1..=most).contains(&n) {
                 return Err(ApiError::invalid(format!(
@@ -166,11 +181,40 @@ pub async fn reload(st: &Shared) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Polls the database for settings changed by another replica.
+/// Removes the audit rows past the retention settings.
+async fn prune_audit(st: &Shared, m: &Map<String, Value>) {
+    let days = m
+        .get("audit_retention_days")
+        .and_then(Value::as_i64)
+        .unwrap_or(AUDIT_DAYS);
+    let rows = m
+        .get("audit_retention_rows")
+        .and_then(Value::as_i64)
+        .unwrap_or(AUDIT_ROWS);
+    match st
+        .storage
+        .prune_audit(Some(days.saturating_mul(86_400)), Some(rows))
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(rows = n, "audit log pruned to its retention"),
+        Err(e) => tracing::warn!(error = %e, "pruning the audit log"),
+    }
+}
+
+/// Polls the database for settings changed by another replica, and prunes the audit log
+/// every [`PRUNE_EVERY`] (at start-up first).
 pub fn spawn_sync(st: Shared) {
     tokio::spawn(async move {
         let mut last = None;
+        let mut pruned: Option<std::time::Instant> = None;
         loop {
+            if pruned.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                if let Ok(m) = st.storage.settings().await {
+                    prune_audit(&st, &m).await;
+                }
+                pruned = Some(std::time::Instant::now());
+            }
             match st.storage.settings_stamp().await {
                 Ok(stamp) if last != Some(stamp) => {
                     if let Err(e) = reload(&st).await {
@@ -206,6 +250,12 @@ async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
     let sampling = check_ranges(&next)?;
     st.storage.write_settings(&changes, replace).await?;
     apply(st, &next, sampling);
+    if changes
+        .iter()
+        .any(|(k, _)| k.starts_with("audit_retention_"))
+    {
+        prune_audit(st, &next).await;
+    }
     let keys: Vec<&String> = changes.iter().map(|(k, _)| k).collect();
     // Setting values are not secret; naming the keys is enough to trace a change.
     changed(
@@ -225,7 +275,7 @@ async fn get_settings(State(st): State<Shared>) -> Result<Json<Value>, PlainErro
 
 /// Replaces every setting (keys not given are unset).
 #[utoipa::path(post, path = "/settings", tag = "admin",
-    request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed (numbers); moderation (boolean); logging_level (an env-filter directive)"),
+    request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed (numbers); moderation (boolean); logging_level (an env-filter directive); audit_retention_days, audit_retention_rows (integers)"),
     responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
 async fn replace(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
     write(&st, b, true).await

@@ -111,6 +111,7 @@ async fn require(need: Need, mut req: Request, next: Next) -> Response {
     let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
     match authorize(&gate.st, need, req.headers()).await {
         Ok(p) => {
+            gate.set_allowed();
             if let (Some(p), Some(ctx)) = (&p, &ctx) {
                 ctx.set_actor(&p.actor);
             }

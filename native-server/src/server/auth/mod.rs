@@ -29,6 +29,7 @@
 //! deleted (only revoked), so once there is one the server stays closed.
 
 pub mod access;
+pub mod audit_rule;
 pub mod caller;
 mod declare;
 pub mod limit;
@@ -194,6 +195,8 @@ pub(super) struct Gate {
     need: std::sync::OnceLock<Need>,
     /// The key that made the request (also when its role was too low).
     actor: std::sync::Mutex<Option<String>>,
+    /// Whether the declaration let the request through (refusals are a metric, not audit rows).
+    allowed: AtomicBool,
 }
 
 impl Gate {
@@ -209,6 +212,14 @@ impl Gate {
 
     pub(super) fn set_actor(&self, actor: &str) {
         *self.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor.to_string());
+    }
+
+    pub(super) fn set_allowed(&self) {
+        self.allowed.store(true, Ordering::Relaxed);
+    }
+
+    fn allowed(&self) -> bool {
+        self.allowed.load(Ordering::Relaxed)
     }
 
     fn actor(&self) -> Option<String> {
@@ -230,6 +241,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         path: path.clone(),
         need: Default::default(),
         actor: Default::default(),
+        allowed: AtomicBool::new(false),
     });
     req.extensions_mut().insert(gate.clone());
     let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
@@ -251,12 +263,13 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
                 .insert("x-ab-variant", HeaderValue::from_static(v.as_str()));
         }
     }
-    if policy::audited(&method, &path, need) {
+    let audited = policy::audited(&method, &path, need);
+    if audit_rule::decide(audited, gate.allowed(), res.status().as_u16()) {
         let details = res.extensions().get::<AuditDetails>().map(|d| d.0.clone());
         let row = NewAudit {
             actor: gate.actor().unwrap_or_else(|| "unauthenticated".into()),
             method: method.to_string(),
-            route: path.clone(),
+            route: audit_rule::route(&path),
             status: res.status().as_u16(),
             remote,
             details,

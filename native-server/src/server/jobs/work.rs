@@ -67,7 +67,9 @@ impl ModelJobs {
             names::check_new(n)?;
         }
         let store = self.store.clone();
-        let request = json!({"model": req.reference, "name": req.name, "sha256": req.sha256});
+        // Stored and shown by /api/v1/jobs: without the URL's credentials.
+        let request = json!({"model": store::pull_policy::redact(&req.reference),
+                             "name": req.name, "sha256": req.sha256});
         Ok(self.runner.submit(
             JobKind::Pull,
             request,

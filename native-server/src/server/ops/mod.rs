@@ -1,4 +1,7 @@
 //! Operations routes: `/health`, `/ready`, `/metrics` (Prometheus text), `/v1/metrics` (JSON).
+//! [`denials`] counts the requests the auth layer refused.
+
+pub mod denials;
 
 use std::fmt::Write;
 
@@ -298,6 +301,7 @@ async fn metrics(State(st): State<Shared>) -> Response {
             &stats.e2e,
         );
     }
+    denials::render(&mut out);
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         out,

@@ -32,12 +32,15 @@ pub struct UploadConfig {
     pub max_file: usize,
     /// Largest total of the files in one request, in bytes.
     pub max_request: usize,
+    /// Most files in one request.
+    pub max_files: usize,
     pub pdf: pdf::PdfLimits,
 }
 
 impl UploadConfig {
     pub const DEFAULT_MAX_FILE: usize = 20 << 20;
     pub const DEFAULT_MAX_REQUEST: usize = 50 << 20;
+    pub const DEFAULT_MAX_FILES: usize = 32;
 
     /// The defaults, under `dir`.
     pub fn new(dir: PathBuf) -> Self {
@@ -45,8 +48,19 @@ impl UploadConfig {
             dir,
             max_file: Self::DEFAULT_MAX_FILE,
             max_request: Self::DEFAULT_MAX_REQUEST,
+            max_files: Self::DEFAULT_MAX_FILES,
             pdf: pdf::PdfLimits::default(),
         }
+    }
+}
+
+impl UploadConfig {
+    /// The largest request body the upload route reads: the files' total plus room for the
+    /// form's headers and small fields.
+    pub fn body_limit(&self) -> usize {
+        self.max_request
+            .saturating_add(self.max_files.saturating_mul(1024))
+            .saturating_add(1 << 20)
     }
 }
 
@@ -73,8 +87,9 @@ impl Uploads {
     }
 }
 
-/// `POST /upload`, relative to `/api`. The handler counts the bytes itself against the upload
-/// limits, which are larger than the server's JSON `--body-limit`.
+/// `POST /upload`, relative to `/api`. The JSON `--body-limit` is replaced by the upload's
+/// own ([`UploadConfig::body_limit`], applied by the handler, which also counts each file
+/// and field against its limit).
 pub fn api_routes() -> crate::server::auth::Routes {
     crate::server::auth::Routes::user(
         OpenApiRouter::new()

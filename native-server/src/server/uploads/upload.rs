@@ -2,11 +2,15 @@
 //! `sessionId` field (or query parameter). Every file is read, checked and (for PDFs) parsed
 //! before any is stored, so a request either stores all its files or none.
 
-use axum::body::Bytes;
-use axum::extract::multipart::{MultipartError, MultipartRejection};
-use axum::extract::{Multipart, Query, State};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::multipart::{Field, MultipartError};
+use axum::extract::{FromRequest, Multipart, Query, Request, State};
 use axum::http::StatusCode;
 use axum::Json;
+use futures_util::StreamExt;
 
 use super::sniff::{display_name, sniff, Kind};
 use super::store::{new_name, Meta};
@@ -35,13 +39,73 @@ fn mib(n: usize) -> String {
     format!("{:.0} MiB", n as f64 / (1u64 << 20) as f64)
 }
 
-fn form_error(e: MultipartError) -> ApiError {
-    let msg = format!("reading the form: {}", e.body_text());
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::too_large(msg)
-    } else {
-        ApiError::invalid(msg)
+/// Longest `sessionId` field.
+const SESSION_ID_MAX: usize = 256;
+/// Longest value of a field the route does not use.
+const OTHER_FIELD_MAX: usize = 4 << 10;
+
+fn form_error(e: MultipartError, over: &AtomicBool, limit: usize) -> ApiError {
+    if over.load(Ordering::Relaxed) || e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::too_large(format!(
+            "the upload is larger than the {} this server accepts in one request \
+             (--upload-max-request plus the form's own fields)",
+            mib(limit)
+        ));
     }
+    ApiError::invalid(format!("reading the form: {}", e.body_text()))
+}
+
+/// The request with its body cut off after `limit` bytes (the flag says it was).
+fn limited(req: Request, limit: usize) -> (Request, Arc<AtomicBool>) {
+    let over = Arc::new(AtomicBool::new(false));
+    let flag = over.clone();
+    let req = req.map(|body| {
+        let mut seen = 0usize;
+        Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let chunk = chunk.map_err(std::io::Error::other)?;
+            seen += chunk.len();
+            if seen > limit {
+                flag.store(true, Ordering::Relaxed);
+                return Err(std::io::Error::other("the upload is over its size limit"));
+            }
+            Ok(chunk)
+        }))
+    });
+    (req, over)
+}
+
+/// Why a small field was refused: too long, or the form itself failed.
+enum FieldError {
+    Long(ApiError),
+    Form(MultipartError),
+}
+
+impl FieldError {
+    fn or_form(self, f: impl Fn(MultipartError) -> ApiError) -> PlainError {
+        match self {
+            FieldError::Long(e) => e.into(),
+            FieldError::Form(e) => f(e).into(),
+        }
+    }
+}
+
+/// A text field read chunk by chunk, refused as soon as it passes `max` bytes (so a huge
+/// field is never buffered).
+async fn small_field(field: &mut Field<'_>, max: usize, what: &str) -> Result<String, FieldError> {
+    let mut buf = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(FieldError::Form)? {
+        if buf.len() + chunk.len() > max {
+            return Err(FieldError::Long(ApiError::too_large(format!(
+                "the form field {what:?} is longer than {max} bytes"
+            ))));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    String::from_utf8(buf).map_err(|_| {
+        FieldError::Long(ApiError::invalid(format!(
+            "the form field {what:?} is not UTF-8 text"
+        )))
+    })
 }
 
 #[utoipa::path(post, path = "/upload", tag = "chat-ui", params(SessionQuery),
@@ -50,7 +114,7 @@ fn form_error(e: MultipartError) -> ApiError {
               (status = 400, body = PlainErrorBody, description = "No file, or a bad form"),
               (status = 404, body = PlainErrorBody, description = "Unknown session"),
               (status = 413, body = PlainErrorBody,
-               description = "Over --upload-max-file or --upload-max-request"),
+               description = "Over --upload-max-file, --upload-max-request or --upload-max-files, or a text field too long"),
               (status = 415, body = PlainErrorBody,
                description = "Not text, PDF or an image (executables and archives)"),
               (status = 422, body = PlainErrorBody,
@@ -58,24 +122,36 @@ fn form_error(e: MultipartError) -> ApiError {
 pub async fn upload(
     State(st): State<Shared>,
     Query(q): Query<SessionQuery>,
-    form: Result<Multipart, MultipartRejection>,
+    req: Request,
 ) -> Result<Json<UploadReply>, PlainError> {
-    let mut form = form.map_err(|e| {
+    let cfg = &st.uploads.cfg;
+    // The route has no default body limit (the JSON limit is smaller than an upload); this
+    // is its own: the files' total plus room for the form's headers and small fields.
+    let (req, over) = limited(req, cfg.body_limit());
+    let mut form = Multipart::from_request(req, &()).await.map_err(|e| {
         ApiError::invalid(format!(
             "send files as multipart/form-data with one or more `file` fields: {}",
             e.body_text()
         ))
     })?;
-    let cfg = &st.uploads.cfg;
+    let bad_form = |e: MultipartError| form_error(e, &over, cfg.body_limit());
     let mut session = q.session_id;
     let mut files = Vec::new();
     let mut total = 0usize;
-    while let Some(mut field) = form.next_field().await.map_err(form_error)? {
+    while let Some(mut field) = form.next_field().await.map_err(bad_form)? {
         match field.name() {
             Some("file") => {
+                if files.len() == cfg.max_files {
+                    return Err(ApiError::too_large(format!(
+                        "one upload may hold at most {} files (--upload-max-files); \
+                         send the others in another upload",
+                        cfg.max_files
+                    ))
+                    .into());
+                }
                 let name = display_name(field.file_name());
                 let mut buf = Vec::new();
-                while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+                while let Some(chunk) = field.chunk().await.map_err(bad_form)? {
                     total += chunk.len();
                     if total > cfg.max_request {
                         return Err(ApiError::too_large(format!(
@@ -101,16 +177,26 @@ pub async fn upload(
                 });
             }
             Some("sessionId") => {
-                let v = field.text().await.map_err(form_error)?;
+                let v = small_field(&mut field, SESSION_ID_MAX, "sessionId")
+                    .await
+                    .map_err(|e| e.or_form(bad_form))?;
                 let v = v.trim();
-                if v.len() > 256 {
-                    return Err(ApiError::invalid("sessionId is too long").into());
-                }
                 if !v.is_empty() {
                     session = Some(v.to_string());
                 }
             }
-            _ => {}
+            // Any other field is read (it must end before the next one starts) with the same
+            // small limit, and dropped.
+            other => {
+                let what = other
+                    .unwrap_or("(unnamed)")
+                    .chars()
+                    .take(64)
+                    .collect::<String>();
+                small_field(&mut field, OTHER_FIELD_MAX, &what)
+                    .await
+                    .map_err(|e| e.or_form(bad_form))?;
+            }
         }
     }
     if files.is_empty() {

@@ -5,14 +5,18 @@
 //! object per row for each table in `weft_storage::TABLES`. The manifest lists every other
 //! entry with its size and SHA-256.
 //!
-//! Reading is all in memory and bounded: entry count, each entry's inflated size, the total,
-//! and the compression ratio are checked while inflating (a counting read of at most the
-//! limit plus one byte, never the sizes the archive declares), names must be exactly the
-//! expected ones, and symlink entries are refused, so nothing from the archive ever reaches
-//! a file path.
+//! Reading is bounded: the archive is read from a file (or any seekable source), and entry
+//! count, each entry's inflated size, the total, and the compression ratio are checked while
+//! inflating. The ratio is the inflated bytes over the compressed bytes actually read from
+//! the source so far ([`Counting`]), never the sizes an entry's headers declare, so a header
+//! that lies about its compressed size trips the check after a few MiB as an honest bomb
+//! does. Names must be exactly the expected ones, and symlink entries are refused, so nothing
+//! from the archive ever reaches a file path.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{Cursor, Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::rc::Rc;
 
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
@@ -196,10 +200,36 @@ pub struct Checked {
     pub tables: BTreeMap<String, Vec<Row>>,
 }
 
-/// Reads and checks an archive completely (names, sizes, checksums, format, rows). Nothing
-/// is written anywhere.
-pub fn read(body: &[u8], schema_version: i64) -> Result<Checked, Refused> {
-    let mut z = zip::ZipArchive::new(Cursor::new(body))
+/// A source that counts the bytes read from it (shared, so the count can be read while the
+/// zip reader owns the source).
+pub struct Counting<R> {
+    inner: R,
+    read: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.set(self.read.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for Counting<R> {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        self.inner.seek(pos)
+    }
+}
+
+/// Reads and checks an archive of `len` bytes completely (names, sizes, checksums, format,
+/// rows). Nothing is written anywhere.
+pub fn read<R: Read + Seek>(src: R, len: u64, schema_version: i64) -> Result<Checked, Refused> {
+    let consumed = Rc::new(Cell::new(0u64));
+    let src = Counting {
+        inner: src,
+        read: consumed.clone(),
+    };
+    let mut z = zip::ZipArchive::new(src)
         .map_err(|e| bad(format!("the upload is not a valid ZIP archive: {e}")))?;
     if z.len() > MAX_ENTRIES {
         return Err(too_big(format!(
@@ -237,8 +267,9 @@ pub fn read(body: &[u8], schema_version: i64) -> Result<Checked, Refused> {
                 "unexpected entry {name:?}: a backup holds manifest.json, settings.json and tables/<table>.jsonl"
             )));
         }
-        // The compressed bytes lie within the upload, whatever the header claims.
-        let packed = f.compressed_size().min(body.len() as u64).max(1);
+        // What this entry really took from the source, not what its header claims.
+        let start = consumed.get();
+        let packed = || (consumed.get() - start).clamp(1, len.max(1));
         let limit = MAX_ENTRY.min(MAX_TOTAL - total);
         let mut out = Vec::new();
         let mut buf = [0u8; 64 * 1024];
@@ -256,7 +287,7 @@ pub fn read(body: &[u8], schema_version: i64) -> Result<Checked, Refused> {
                     "entry {name:?} inflates past {limit} bytes (at most {MAX_ENTRY} per entry, {MAX_TOTAL} in all)"
                 )));
             }
-            if got > RATIO_FLOOR && got / packed > MAX_RATIO {
+            if got > RATIO_FLOOR && got / packed() > MAX_RATIO {
                 return Err(too_big(format!(
                     "entry {name:?} inflates more than {MAX_RATIO} times its compressed size: refused as a zip bomb"
                 )));
@@ -357,11 +388,11 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let c = read(&sample(), 1).map_err(|r| r.1).unwrap();
+        let c = mem(&sample(), 1).map_err(|r| r.1).unwrap();
         assert_eq!(c.tables["settings"].len(), 1);
         assert_eq!(c.manifest.format, FORMAT);
         // A newer schema is refused.
-        assert_eq!(read(&sample(), 0).err().unwrap().0, 422);
+        assert_eq!(mem(&sample(), 0).err().unwrap().0, 422);
     }
 
     #[test]
@@ -376,6 +407,52 @@ mod tests {
 
     #[test]
     fn not_a_zip() {
-        assert_eq!(read(b"hello", 1).err().unwrap().0, 400);
+        assert_eq!(mem(b"hello", 1).err().unwrap().0, 400);
+    }
+
+    fn mem(b: &[u8], schema: i64) -> Result<Checked, Refused> {
+        read(std::io::Cursor::new(b), b.len() as u64, schema)
+    }
+
+    /// An entry of zeros whose headers claim it fills the archive (so its "ratio" looks
+    /// tame) is stopped by the bytes really read, long before the size limit.
+    #[test]
+    fn a_lying_header_does_not_buy_room() {
+        let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        z.start_file("settings.json", deflated).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..300 {
+            z.write_all(&zeros).unwrap();
+        }
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        z.start_file("manifest.json", stored).unwrap();
+        let mut noise = vec![0u8; 8 << 20];
+        let mut x = 0x9e3779b97f4a7c15u64;
+        for b in noise.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        z.write_all(&noise).unwrap();
+        let mut bytes = z.finish().unwrap().into_inner();
+        let claim = (bytes.len() - 200) as u32;
+        lie_about_compressed_size(&mut bytes, claim);
+        let err = mem(&bytes, 1).err().unwrap();
+        assert_eq!(err.0, 413, "{}", err.1);
+        assert!(err.1.contains("times its compressed size"), "{}", err.1);
+    }
+
+    /// Sets the compressed size of the first entry in its local and central headers.
+    fn lie_about_compressed_size(zip: &mut [u8], claim: u32) {
+        let local = 0;
+        zip[local + 18..local + 22].copy_from_slice(&claim.to_le_bytes());
+        // The central directory's offset is in the end record (the last 22 bytes: no comment).
+        let end = zip.len() - 22;
+        let central = u32::from_le_bytes(zip[end + 16..end + 20].try_into().unwrap()) as usize;
+        zip[central + 20..central + 24].copy_from_slice(&claim.to_le_bytes());
     }
 }

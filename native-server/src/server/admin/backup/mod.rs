@@ -1,19 +1,20 @@
 //! `GET /api/v1/backup` and `POST /api/v1/backup/restore`: the whole storage as a ZIP of
 //! JSON-lines tables with a checksummed manifest ([`archive`]), and putting one back.
 //!
-//! A restore checks the archive completely first (names, sizes, ratio, checksums, format,
+//! The upload is spooled to a temporary file ([`spool`]) and read from there. A restore
+//! checks the archive completely first (names, sizes, ratio, checksums, format,
 //! that every row fits the schema), then replaces every table in one transaction, so a bad
 //! archive changes nothing. Afterwards this server reloads what it keeps in memory (the
 //! settings; keys are read from the database on each request). Other replicas pick up the
 //! settings by their poll.
 
 pub mod archive;
+mod spool;
 mod stream;
 
 use std::collections::BTreeMap;
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
@@ -89,51 +90,6 @@ pub struct Restored {
     pub backup_weft_version: String,
 }
 
-/// The archive from a multipart field `file` or a raw `application/zip` body.
-async fn upload(req: Request) -> Result<Bytes, ApiError> {
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let limit = |status: StatusCode, e: String| {
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(format!("the upload is larger than {MAX_UPLOAD} bytes"))
-        } else {
-            ApiError::invalid(format!("reading the upload: {e}"))
-        }
-    };
-    if ct.starts_with("multipart/form-data") {
-        let mut mp = Multipart::from_request(req, &())
-            .await
-            .map_err(|e| ApiError::invalid(e.body_text()))?;
-        while let Some(field) = mp
-            .next_field()
-            .await
-            .map_err(|e| limit(e.status(), e.body_text()))?
-        {
-            if field.name() == Some("file") {
-                return field
-                    .bytes()
-                    .await
-                    .map_err(|e| limit(e.status(), e.body_text()));
-            }
-        }
-        Err(ApiError::invalid(
-            "the multipart body has no field named `file` holding the backup ZIP",
-        ))
-    } else if ct.starts_with("application/zip") || ct.starts_with("application/octet-stream") {
-        Bytes::from_request(req, &())
-            .await
-            .map_err(|e| limit(e.status(), e.body_text()))
-    } else {
-        Err(ApiError::invalid(
-            "send the backup as a multipart field `file` or as a body of type application/zip",
-        ))
-    }
-}
-
 /// Replaces all stored state with a backup's, atomically, after checking it completely.
 #[utoipa::path(post, path = "/backup/restore", tag = "admin",
     request_body(content_type = "application/zip", content = Vec<u8>, description = "The backup ZIP (or multipart/form-data with the ZIP in field `file`)"),
@@ -145,9 +101,9 @@ async fn restore(
     State(st): State<Shared>,
     req: Request,
 ) -> Result<(StatusCode, Extension<AuditDetails>, Json<Restored>), PlainError> {
-    let body = upload(req).await?;
+    let body = spool::spool(req, MAX_UPLOAD).await?;
     let schema = st.storage.schema_version();
-    let checked = tokio::task::spawn_blocking(move || archive::read(&body, schema))
+    let checked = tokio::task::spawn_blocking(move || archive::read(&body.file, body.len, schema))
         .await
         .map_err(|e| internal("reading the backup", e))?
         .map_err(refused)?;
