@@ -1,5 +1,5 @@
 //! weft-storage: the server's persistent state (API keys, users, tenants, settings,
-//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs) behind one interface,
+//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs, stored responses) behind one interface,
 //! [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
@@ -29,6 +29,7 @@ mod keys;
 mod migrate;
 mod model_aliases;
 mod moderation;
+mod responses;
 mod sessions;
 mod settings;
 mod tenants;
@@ -50,6 +51,7 @@ pub use jobs::{JobOwner, JobRow, JOB_LIVE};
 pub use keys::{ApiKey, NewKey};
 pub use model_aliases::ModelAlias;
 pub use moderation::{ModerationRule, NewRule};
+pub use responses::{ResponseBound, StoredResponse};
 pub use tenants::{NewTenant, Tenant, TenantPatch};
 pub use users::{NewUser, User, UserPatch};
 

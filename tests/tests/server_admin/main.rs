@@ -19,4 +19,5 @@ mod sessions;
 mod settings;
 mod soak;
 mod tenancy;
+mod tenancy_models;
 mod zips;
