@@ -33,6 +33,7 @@ pub const TABLES: &[&str] = &[
     "chat_messages",
     "jobs",
     "model_aliases",
+    "responses",
 ];
 
 /// One row: column name → JSON value (integers, reals, text, booleans, `null`; bytes as hex).

@@ -1,5 +1,5 @@
 //! weft-storage: the server's persistent state (API keys, users, tenants, settings,
-//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs) behind one interface,
+//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs, stored responses) behind one interface,
 //! [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
@@ -30,6 +30,7 @@ mod migrate;
 mod model_aliases;
 mod moderation;
 mod private;
+mod responses;
 mod sessions;
 mod settings;
 mod tenants;
@@ -52,6 +53,7 @@ pub use keys::{ApiKey, NewKey};
 pub use model_aliases::ModelAlias;
 pub use moderation::{ModerationRule, NewRule};
 pub use private::{create_private_dir, restrict_dir};
+pub use responses::{ResponseBound, StoredResponse};
 pub use tenants::{NewTenant, Tenant, TenantPatch};
 pub use users::{NewUser, User, UserPatch};
 

@@ -18,6 +18,24 @@ use serde_json::{Map, Value};
 use super::error::RegistryError;
 use super::facts::Facts;
 use super::names;
+use super::scope::Scope;
+
+/// A file as messages to clients name it: its file name, never its folder (no absolute
+/// path leaves the server).
+pub fn shown(path: &Path) -> String {
+    path.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "the model file".into())
+}
+
+/// `msg` (an error from reading `path`, which may quote it or files beside it) with the
+/// folder holding `path` taken out, so it names files relative to the models' folder.
+pub fn scrub(msg: &str, path: &Path) -> String {
+    match path.parent().map(|d| d.display().to_string()) {
+        Some(d) if !d.is_empty() => msg.replace(&format!("{d}/"), "").replace(&d, "."),
+        _ => msg.to_string(),
+    }
+}
 
 /// File name of the persisted names, inside the models directory.
 pub const STORE_FILE: &str = "weft-models.json";
@@ -308,12 +326,19 @@ impl Catalog {
     /// The stored name a requested name refers to: exact, without `:latest`/`.gguf`, or a
     /// file's name.
     pub fn find(&self, requested: &str) -> Option<String> {
+        self.find_in(requested, &Scope::All)
+    }
+
+    /// [`find`](Self::find) among the names `scope` reaches only: the one lookup every
+    /// request goes through, so a name out of scope is as unknown as a missing one.
+    pub fn find_in(&self, requested: &str, scope: &Scope) -> Option<String> {
         let n = names::normalise(requested);
-        if self.entries.contains_key(&n) {
+        if self.entries.contains_key(&n) && scope.allows(&n) {
             return Some(n);
         }
         self.entries
             .iter()
+            .filter(|(k, _)| scope.allows(k))
             .find(|(_, e)| match &e.target {
                 Target::File(p) => p.file_name().is_some_and(|f| f == requested.trim()),
                 Target::Alias(_) => false,
@@ -321,9 +346,27 @@ impl Catalog {
             .map(|(k, _)| k.clone())
     }
 
+    /// Every name `scope` reaches, sorted.
+    pub fn names_in(&self, scope: &Scope) -> Vec<String> {
+        self.entries
+            .keys()
+            .filter(|k| scope.allows(k))
+            .cloned()
+            .collect()
+    }
+
     /// 404 naming what exists.
     pub fn unknown(&self, requested: &str) -> RegistryError {
-        let known: Vec<String> = self.entries.keys().map(|k| names::tagged(k)).collect();
+        self.unknown_in(requested, &Scope::All)
+    }
+
+    /// 404 naming what exists within `scope` (nothing outside it is named).
+    pub fn unknown_in(&self, requested: &str, scope: &Scope) -> RegistryError {
+        let known: Vec<String> = self
+            .names_in(scope)
+            .iter()
+            .map(|k| names::tagged(k))
+            .collect();
         RegistryError::UnknownModel {
             name: requested.to_string(),
             known,
@@ -332,9 +375,15 @@ impl Catalog {
 
     /// Follows aliases to the file, merging overrides (the nearer name wins).
     pub fn resolve(&self, requested: &str) -> Result<Resolved, RegistryError> {
+        self.resolve_in(requested, &Scope::All)
+    }
+
+    /// [`resolve`](Self::resolve) of a name `scope` reaches (the name asked for: the alias
+    /// chain behind it is the catalog's business), else the 404 of a missing name.
+    pub fn resolve_in(&self, requested: &str, scope: &Scope) -> Result<Resolved, RegistryError> {
         let name = self
-            .find(requested)
-            .ok_or_else(|| self.unknown(requested))?;
+            .find_in(requested, scope)
+            .ok_or_else(|| self.unknown_in(requested, scope))?;
         let mut overrides = Overrides::default();
         let mut cur = name.clone();
         for _ in 0..16 {
@@ -367,7 +416,7 @@ impl Catalog {
     pub fn facts_of(&self, path: &Path) -> Result<Arc<Facts>, String> {
         match self.facts.get(path) {
             Some(r) => r.clone(),
-            None => Err(format!("{} is not known", path.display())),
+            None => Err(format!("{} is not known", shown(path))),
         }
     }
 

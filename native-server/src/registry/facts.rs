@@ -36,15 +36,19 @@ pub struct Facts {
 impl Facts {
     /// Reads the header of `path`. The error is one line fit for a client.
     pub fn read(path: &Path) -> Result<Facts, String> {
+        Self::read_unscrubbed(path).map_err(|e| super::scrub(&e, path))
+    }
+
+    fn read_unscrubbed(path: &Path) -> Result<Facts, String> {
         if path.is_dir() {
             // A Hugging Face folder (an embedding model): its weights file under a GGUF header.
             let hf = weft_core::hf::HfModel::open(path).map_err(|e| e.to_string())?;
             let weights = path.join("model.safetensors");
             let meta =
-                std::fs::metadata(&weights).map_err(|e| format!("{}: {e}", weights.display()))?;
+                std::fs::metadata(&weights).map_err(|e| format!("{}: {e}", super::shown(&weights)))?;
             return Self::from_header(path, &meta, &hf.file.gguf);
         }
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", super::shown(path)))?;
         let file = ModelFile::open(path).map_err(|e| e.to_string())?;
         Self::from_header(path, &meta, &file.gguf)
     }

@@ -180,7 +180,7 @@ impl Loaded {
     fn load_encoder(facts: Arc<Facts>, cfg: &LoadConfig) -> anyhow::Result<Loaded> {
         use anyhow::Context;
         let path = &facts.path;
-        let shown = path.display().to_string();
+        let shown = super::shown(path);
         let backend = (cfg.backend)()?;
         // The tokenizer is read from the (GGUF or folder) header before the embedder takes the
         // file.

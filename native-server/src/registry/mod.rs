@@ -20,6 +20,7 @@ mod facts;
 mod keep_alive;
 mod loaded;
 pub mod names;
+mod scope;
 mod totals;
 
 use std::collections::HashMap;
@@ -30,7 +31,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 use weft_core::chat::ChatTemplate;
 
-pub use catalog::{Catalog, Entry, Origin, Overrides, Resolved, Target, STORE_FILE};
+pub use catalog::{scrub, shown, Catalog, Entry, Origin, Overrides, Resolved, Target, STORE_FILE};
+pub use scope::Scope;
 pub use embed_worker::{EmbedWorker, WorkerError};
 pub use facts::Facts;
 pub use keep_alive::KeepAlive;
@@ -342,8 +344,13 @@ impl Registry {
                     }
                 }
                 Err(e) => {
-                    let msg = format!("model {} failed to load: {e:#}", facts.path.display());
-                    tracing::error!("{msg}");
+                    // The file name only: the message reaches clients (a 503); the log has
+                    // the whole path.
+                    tracing::error!(file = %facts.path.display(), error = %format!("{e:#}"), "model failed to load");
+                    let msg = scrub(
+                        &format!("model {} failed to load: {e:#}", shown(&facts.path)),
+                        &facts.path,
+                    );
                     g.slots.remove(&key);
                     if g.failures.len() > 256 {
                         g.failures.clear();

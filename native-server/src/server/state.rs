@@ -10,7 +10,7 @@ use weft_storage::Storage;
 use super::auth::Auth;
 use super::common::sampling::{resolve_with, Precedence, SamplingFields};
 use super::error::ApiError;
-use super::openai::responses::store::{MemoryStore, ResponseStore};
+use super::openai::responses::store::ResponseStore;
 use crate::registry::{KeepAlive, Lease, Registry};
 
 /// Settings from the `weft serve` command line.
@@ -43,8 +43,9 @@ pub struct AppState {
     pub jobs: Option<Arc<super::jobs::ModelJobs>>,
     /// The sandbox (with --code-exec), skills and artifacts.
     pub code: super::code::CodeTools,
-    /// Responses stored for `/v1/responses/{id}` and `previous_response_id`.
-    pub responses: Arc<dyn ResponseStore>,
+    /// Responses stored for `/v1/responses/{id}` and `previous_response_id` (in the
+    /// database, each with its owner).
+    pub responses: Arc<ResponseStore>,
     /// Files uploaded for the chat UI.
     pub uploads: super::uploads::Uploads,
     /// Keys, users, tenants, settings, audit.
@@ -78,6 +79,7 @@ impl AppState {
     ) -> Self {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         let sessions = super::ui::store::Sessions::new(storage.clone());
+        let responses = Arc::new(ResponseStore::new(storage.clone()));
         AppState {
             moderation: Arc::new(super::moderation::Moderation::new(storage.clone())),
             logs: Default::default(),
@@ -93,7 +95,7 @@ impl AppState {
             preload: OnceLock::new(),
             started: Instant::now(),
             sessions,
-            responses: Arc::new(MemoryStore::default()),
+            responses,
             uploads,
             names: Default::default(),
         }

@@ -20,4 +20,5 @@ mod sessions;
 mod settings;
 mod soak;
 mod tenancy;
+mod tenancy_models;
 mod zips;

@@ -11,7 +11,7 @@ use super::types::{
     AliasRequest, AliasResponse, Library, LibraryEntry, Loaded, ModelBody, ModelfileRequest,
     ModelfileResponse, Unloaded,
 };
-use crate::registry::{Origin, Overrides, Target};
+use crate::registry::{shown, Origin, Overrides, Target};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;
@@ -118,7 +118,8 @@ async fn library(State(st): State<Shared>) -> Json<Library> {
                 match c.resolve(&n) {
                     Ok(r) => {
                         let f = &r.facts;
-                        entry.path = Some(f.path.display().to_string());
+                        // The file's name, not its absolute path (no path leaves the server).
+                        entry.path = Some(shown(&f.path));
                         entry.size = Some(f.file_size);
                         entry.architecture = Some(f.architecture.clone());
                         entry.quantization = Some(f.quantization.clone());

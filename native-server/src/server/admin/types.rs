@@ -37,6 +37,7 @@ pub struct Unloaded {
 #[serde(rename_all = "camelCase")]
 pub struct LibraryEntry {
     pub name: String,
+    /// The model's file name (relative to the models directory; never an absolute path).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

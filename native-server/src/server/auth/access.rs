@@ -3,14 +3,22 @@
 //!
 //! 1. `model: "ab:<id>"` (or an `X-Ab-Test-Id` header) is routed to one arm of the A/B test;
 //! 2. a name that is a registered LoRA adapter is a 501 (adapters are metadata only);
-//! 3. a key in a tenant may use only the tenant's allowed models (403) while the tenant's
-//!    token quota lasts (429);
+//! 3. a key in a tenant may use only the tenant's allowed models (403, the same for a name
+//!    that does not exist, so generation does not reveal which names exist either) while the
+//!    tenant's token quota lasts (429);
 //! 4. a key with a tokens-per-minute limit waits (429 + `Retry-After`) while its bucket is
 //!    in debt.
+//!
+//! The tenant's allow-list is one [`Scope`], and every surface that names or lists a model
+//! looks names up through it ([`scope`], then the catalog's `resolve_in` / `names_in`):
+//! outside generation, a model out of scope is exactly a missing one (absent from lists, a
+//! 404 on show, download and `/v1/models/{id}`, never named in "available: …").
 
 use weft_storage::{StorageError, Tenant};
 
-use crate::registry::names;
+use super::caller::Caller;
+use super::Principal;
+use crate::registry::Scope;
 use crate::server::context::{self, RequestCtx};
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
@@ -43,11 +51,14 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
             )));
         }
     }
-    if let Some(p) = ctx.as_ref().and_then(|c| c.principal()) {
+    let principal = ctx.as_ref().and_then(|c| c.principal());
+    let mut scope = Scope::All;
+    if let Some(p) = &principal {
         if let Some(t) = &p.tenant {
             let tenant = st.storage.get_tenant(t).await?;
             check_model(&tenant, stored.as_deref().or(name.as_deref()))?;
             check_quota(&tenant)?;
+            scope = Scope::allow_list(tenant.models.as_deref());
         }
         if let Some(tpm) = p.tokens_per_minute {
             st.auth.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
@@ -59,6 +70,10 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
                 )
             })?;
         }
+    }
+    // A name in scope that does not exist: the 404 names only what the caller may use.
+    if let (None, Some(n)) = (&stored, &name) {
+        return Err(st.registry.with_catalog(|c| c.unknown_in(n, &scope)).into());
     }
     Ok(name)
 }
@@ -83,10 +98,7 @@ fn check_model(t: &Tenant, model: Option<&str>) -> Result<(), ApiError> {
     let (Some(allowed), Some(m)) = (&t.models, model) else {
         return Ok(());
     };
-    if allowed
-        .iter()
-        .any(|a| names::normalise(a) == names::normalise(m))
-    {
+    if Scope::allow_list(Some(allowed)).allows(m) {
         return Ok(());
     }
     Err(ApiError::model_forbidden(format!(
@@ -117,25 +129,23 @@ fn check_quota(t: &Tenant) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The stored model names the current request's tenant may see (`None`: every model).
-pub async fn visible_models(st: &AppState) -> Result<Option<Vec<String>>, ApiError> {
-    let Some(ctx) = context::current() else {
-        return Ok(None);
+/// The model names `principal` may reach: its tenant's allow-list, else every name.
+pub async fn scope_of(st: &AppState, principal: Option<&Principal>) -> Result<Scope, ApiError> {
+    let Some(t) = principal.and_then(|p| p.tenant.as_deref()) else {
+        return Ok(Scope::All);
     };
-    let Some(t) = ctx.principal().and_then(|p| p.tenant) else {
-        return Ok(None);
-    };
-    Ok(st
-        .storage
-        .get_tenant(&t)
-        .await?
-        .models
-        .map(|m| m.iter().map(|n| names::normalise(n)).collect()))
+    let tenant = st.storage.get_tenant(t).await?;
+    Ok(Scope::allow_list(tenant.models.as_deref()))
 }
 
-/// Whether `name` passes a [`visible_models`] filter.
-pub fn shows(filter: &Option<Vec<String>>, name: &str) -> bool {
-    filter
-        .as_ref()
-        .is_none_or(|f| f.contains(&names::normalise(name)))
+/// The model names the request's caller may reach.
+pub async fn scope(st: &AppState, caller: &Caller) -> Result<Scope, ApiError> {
+    scope_of(st, Some(&caller.0)).await
+}
+
+/// The scope of the request in flight, for code its handler reaches without the caller in
+/// hand (Ollama's unload by `keep_alive: 0`).
+pub async fn current_scope(st: &AppState) -> Result<Scope, ApiError> {
+    let p = context::current().and_then(|c| c.principal());
+    scope_of(st, p.as_ref()).await
 }

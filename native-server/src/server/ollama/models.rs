@@ -15,7 +15,9 @@ use super::types::{
     TagEntry, TagsResponse,
 };
 use super::Res;
-use crate::registry::{names, Facts, Overrides, Resolved};
+use crate::registry::{names, shown, Facts, Overrides, Resolved, Scope};
+use crate::server::auth::access;
+use crate::server::auth::caller::Caller;
 use crate::server::common::options::Options;
 use crate::server::error::PlainError;
 use crate::server::error::{ApiError, PlainErrorBody};
@@ -57,13 +59,12 @@ fn tag_entry(name: &str, f: &Facts) -> TagEntry {
 
 /// Every known name; a file that cannot be read is listed with `"broken": reason`.
 #[utoipa::path(get, path = "/tags", tag = "ollama", responses((status = 200, body = TagsResponse)))]
-async fn tags(State(st): State<Shared>) -> Result<Json<TagsResponse>, PlainError> {
+async fn tags(State(st): State<Shared>, caller: Caller) -> Result<Json<TagsResponse>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let shown = crate::server::auth::access::visible_models(&st).await?;
+    let scope = access::scope(&st, &caller).await?;
     let models = st.registry.with_catalog(|c| {
-        c.names()
+        c.names_in(&scope)
             .iter()
-            .filter(|n| crate::server::auth::access::shows(&shown, n))
             .map(|n| match c.resolve(n) {
                 Ok(r) => tag_entry(n, &r.facts),
                 Err(e) => {
@@ -86,11 +87,13 @@ async fn tags(State(st): State<Shared>) -> Result<Json<TagsResponse>, PlainError
 
 /// The resident models, with `expires_at` and their estimated size.
 #[utoipa::path(get, path = "/ps", tag = "ollama", responses((status = 200, body = PsResponse)))]
-async fn ps(State(st): State<Shared>) -> Json<PsResponse> {
+async fn ps(State(st): State<Shared>, caller: Caller) -> Result<Json<PsResponse>, PlainError> {
+    let scope = access::scope(&st, &caller).await?;
     let models = st
         .registry
         .resident()
         .iter()
+        .filter(|r| scope.allows(&r.name))
         .map(|r| {
             let mut tag = tag_entry(&r.name, &r.facts);
             tag.size = r.estimate;
@@ -105,19 +108,20 @@ async fn ps(State(st): State<Shared>) -> Json<PsResponse> {
             }
         })
         .collect();
-    Json(PsResponse { models })
+    Ok(Json(PsResponse { models }))
 }
 
-fn resolve(st: &Shared, model: Option<&str>) -> Result<Resolved, ApiError> {
+fn resolve(st: &Shared, scope: &Scope, model: Option<&str>) -> Result<Resolved, ApiError> {
     let name = model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
-    Ok(st.registry.with_catalog(|c| c.resolve(name))?)
+    Ok(st.registry.with_catalog(|c| c.resolve_in(name, scope))?)
 }
 
-/// A Modelfile describing a name: its file, system prompt, template and parameters.
+/// A Modelfile describing a name: its file (by file name: no absolute path leaves the
+/// server), system prompt, template and parameters.
 pub fn modelfile(r: &Resolved) -> String {
-    let mut out = format!("FROM {}\n", r.facts.path.display());
+    let mut out = format!("FROM {}\n", shown(&r.facts.path));
     if let Some(t) = &r.overrides.template {
         out.push_str(&format!("TEMPLATE \"\"\"{t}\"\"\"\n"));
     }
@@ -151,9 +155,11 @@ fn parameters_text(p: &Map<String, Value>) -> String {
     responses((status = 200, body = ShowResponse), (status = 404, body = PlainErrorBody)))]
 async fn show(
     State(st): State<Shared>,
+    caller: Caller,
     ApiJson(b): ApiJson<ModelRef>,
 ) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
-    let r = resolve(&st, b.model.as_deref())?;
+    let scope = access::scope(&st, &caller).await?;
+    let r = resolve(&st, &scope, b.model.as_deref())?;
     let f = &r.facts;
     let caps = f.capabilities_with(r.overrides.template.as_deref());
     let template = r

@@ -175,8 +175,10 @@ pub async fn load_or_unload(
         .map(crate::registry::KeepAlive::from_json)
         .transpose()?;
     let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
-        let r = st.registry.with_catalog(|c| c.resolve(name))?;
-        st.registry.unload(name)?;
+        // Only a model the caller may use can be unloaded by it.
+        let scope = crate::server::auth::access::current_scope(st).await?;
+        let r = st.registry.with_catalog(|c| c.resolve_in(name, &scope))?;
+        st.registry.unload(&r.name)?;
         (r.name, "unload")
     } else {
         let lease = st.lease(Some(name), keep_alive).await?;

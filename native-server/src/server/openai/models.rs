@@ -1,22 +1,25 @@
-//! `GET /v1/models` (every model the server knows, loaded or not) and `GET /v1/models/{id}`.
+//! `GET /v1/models` (every model the server knows, loaded or not) and `GET /v1/models/{id}`,
+//! both within the caller's scope (a tenant's allow-list): a model out of scope is absent.
 
 use axum::extract::{Path, State};
 use axum::Json;
 
 use super::types::{ModelList, ModelObject};
 use crate::server::auth::access;
+use crate::server::auth::caller::Caller;
 use crate::server::error::{OpenAiError, OpenAiErrorBody};
 use crate::server::state::{unix, Shared};
 
 #[utoipa::path(get, path = "/models", tag = "openai",
     responses((status = 200, body = ModelList)))]
-pub async fn list(State(st): State<Shared>) -> Result<Json<ModelList>, OpenAiError> {
-    // A key in a tenant sees only the tenant's allowed models.
-    let shown = access::visible_models(&st).await?;
+pub async fn list(
+    State(st): State<Shared>,
+    caller: Caller,
+) -> Result<Json<ModelList>, OpenAiError> {
+    let scope = access::scope(&st, &caller).await?;
     let data = st.registry.with_catalog(|c| {
-        c.names()
+        c.names_in(&scope)
             .iter()
-            .filter(|n| access::shows(&shown, n))
             .filter_map(|n| {
                 c.resolve(n)
                     .ok()
@@ -35,8 +38,10 @@ pub async fn list(State(st): State<Shared>) -> Result<Json<ModelList>, OpenAiErr
     responses((status = 200, body = ModelObject), (status = 404, body = OpenAiErrorBody)))]
 pub async fn one(
     State(st): State<Shared>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ModelObject>, OpenAiError> {
-    let r = st.registry.with_catalog(|c| c.resolve(&id))?;
+    let scope = access::scope(&st, &caller).await?;
+    let r = st.registry.with_catalog(|c| c.resolve_in(&id, &scope))?;
     Ok(Json(ModelObject::new(&r.name, unix(r.facts.modified))))
 }

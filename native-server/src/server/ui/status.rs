@@ -19,21 +19,25 @@ fn file_name(r: &Resolved) -> Option<String> {
 
 /// `model` is the default, `models` every known name with whether it is loaded.
 #[utoipa::path(get, path = "/models", tag = "chat-ui", responses((status = 200, body = UiModels)))]
-pub async fn models(State(st): State<Shared>) -> Result<Json<UiModels>, PlainError> {
+pub async fn models(
+    State(st): State<Shared>,
+    caller: crate::server::auth::caller::Caller,
+) -> Result<Json<UiModels>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let shown = crate::server::auth::access::visible_models(&st).await?;
+    let scope = crate::server::auth::access::scope(&st, &caller).await?;
     let reg = &st.registry;
     let (default, list) = reg.with_catalog(|c| {
         let list: Vec<(String, Result<Resolved, RegistryError>)> = c
-            .names()
+            .names_in(&scope)
             .into_iter()
-            .filter(|n| crate::server::auth::access::shows(&shown, n))
             .map(|n| {
                 let r = c.resolve(&n);
                 (n, r)
             })
             .collect();
-        (c.default_name().map(str::to_string), list)
+        // The default too only when in scope (a tenant is not told of a model it may not use).
+        let default = c.default_name().filter(|d| scope.allows(d));
+        (default.map(str::to_string), list)
     });
     let models = list
         .iter()

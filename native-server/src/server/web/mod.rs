@@ -10,7 +10,9 @@
 //!   output that may not exist when the server is compiled).
 //! - `GET /models` lists the served models with their download URLs; `GET|HEAD
 //!   /models/{name}/file` returns the GGUF file with HTTP Range support (single ranges: 206
-//!   with `Content-Range`; unsatisfiable: 416 with `Content-Range: bytes */SIZE`).
+//!   with `Content-Range`; unsatisfiable: 416 with `Content-Range: bytes */SIZE`). Both stay
+//!   within the caller's scope (a tenant's allow-list): a model out of scope is a 404, as a
+//!   missing one is.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
@@ -23,6 +25,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
+use super::auth::access;
+use super::auth::caller::Caller;
 use super::state::Shared;
 
 mod chat;
@@ -112,18 +116,15 @@ async fn page(rel: String) -> Response {
             bytes,
         )
             .into_response(),
+        // The web directory is not named: no absolute path leaves the server.
         Err(_) if rel.starts_with("pkg/") => plain(
             StatusCode::NOT_FOUND,
             format!(
-                "/play/{rel}: the browser package is not built (run scripts/build-web.sh; \
-                 looked in {})",
-                root.join("pkg").display()
+                "/play/{rel}: the browser package is not built (run scripts/build-web.sh, \
+                 or set WEFT_WEB_DIR to a web directory holding pkg/)"
             ),
         ),
-        Err(_) => plain(
-            StatusCode::NOT_FOUND,
-            format!("/play/{rel}: not found (web directory {})", root.display()),
-        ),
+        Err(_) => plain(StatusCode::NOT_FOUND, format!("/play/{rel}: not found")),
     }
 }
 
@@ -146,9 +147,13 @@ struct WebModels {
     models: Vec<WebModel>,
 }
 
-async fn list(State(st): State<Shared>) -> Json<WebModels> {
+async fn list(State(st): State<Shared>, caller: Caller) -> Response {
+    let scope = match access::scope(&st, &caller).await {
+        Ok(s) => s,
+        Err(e) => return plain(e.status, e.message),
+    };
     let models = st.registry.with_catalog(|c| {
-        c.names()
+        c.names_in(&scope)
             .iter()
             .filter_map(|n| c.resolve(n).ok().map(|r| (n.clone(), r)))
             .map(|(n, r)| WebModel {
@@ -163,7 +168,7 @@ async fn list(State(st): State<Shared>) -> Json<WebModels> {
             })
             .collect()
     });
-    Json(WebModels { models })
+    Json(WebModels { models }).into_response()
 }
 
 /// A parsed `Range` header against a file of `size` bytes.
@@ -250,17 +255,22 @@ fn file_body(path: PathBuf, start: u64, len: u64) -> Body {
 
 async fn download(
     State(st): State<Shared>,
+    caller: Caller,
     method: Method,
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
+    let scope = match access::scope(&st, &caller).await {
+        Ok(s) => s,
+        Err(e) => return plain(e.status, e.message),
+    };
     // `default` names the server's default model (handy for embedding pages).
     let resolved = st.registry.with_catalog(|c| match name.as_str() {
         "default" => c
             .default_name()
-            .map(|d| c.resolve(d))
-            .unwrap_or_else(|| Err(c.unknown(&name))),
-        n => c.resolve(n),
+            .map(|d| c.resolve_in(d, &scope))
+            .unwrap_or_else(|| Err(c.unknown_in(&name, &scope))),
+        n => c.resolve_in(n, &scope),
     });
     let path = match resolved {
         Ok(r) => r.facts.path.clone(),

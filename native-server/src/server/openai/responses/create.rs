@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 
 use super::input;
 use super::output;
-use super::store::Stored;
-use super::stream::{self, Events};
+use super::stream::{self, Events, Keep};
 use super::types::{CreateRequest, Item, ResponseObject, StreamEvent};
+use crate::server::auth::caller::Caller;
 use crate::server::common::ids;
 use crate::server::common::structured::text_format;
 use crate::server::common::tool_choice;
@@ -144,20 +144,25 @@ pub fn sample_draft() -> ResponseObject {
     draft(&CreateRequest::default(), "m", 1.0, 1.0)
 }
 
-/// The conversation the request continues (`previous_response_id`: 404 when it is not
-/// stored) followed by its own input.
-fn conversation(st: &AppState, b: &CreateRequest) -> Result<Vec<Item>, ApiError> {
+/// The conversation the request continues (`previous_response_id`: 404 when the caller has
+/// no such stored response, whether it is missing or another principal's) followed by its
+/// own input.
+async fn conversation(
+    st: &AppState,
+    caller: &Caller,
+    b: &CreateRequest,
+) -> Result<Vec<Item>, ApiError> {
     let new = input::parse(b.input.as_ref())?;
     let Some(id) = b.previous_response_id.as_deref() else {
         return Ok(new);
     };
-    let prev = st.responses.get(id).ok_or_else(|| {
+    let prev = st.responses.get(caller.owner(), id).await?.ok_or_else(|| {
         ApiError::not_found_code(
             "previous_response_not_found",
             format!("Previous response with id '{id}' not found."),
         )
     })?;
-    let mut items = prev.conversation();
+    let mut items = prev.conversation()?;
     items.extend(new);
     Ok(items)
 }
@@ -168,9 +173,13 @@ fn conversation(st: &AppState, b: &CreateRequest) -> Result<Vec<Item>, ApiError>
          content((ResponseObject = "application/json"), (StreamEvent = "text/event-stream"))),
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody),
         (status = 429, body = OpenAiErrorBody)))]
-pub async fn create(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<CreateRequest>) -> Res {
+pub async fn create(
+    State(st): State<Shared>,
+    caller: Caller,
+    OpenAiJson(b): OpenAiJson<CreateRequest>,
+) -> Res {
     refuse_unsupported(&b)?;
-    let items = conversation(&st, &b)?;
+    let items = conversation(&st, &caller, &b).await?;
     let messages = input::to_messages(b.instructions.as_deref(), &items);
     let format = text_format(b.text.as_ref())?;
     let defs = function_tools(b.tools.as_deref().unwrap_or_default())?;
@@ -191,7 +200,11 @@ pub async fn create(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<CreateRe
     let draft = draft(&b, &m.name, req.sampling.temperature, req.sampling.top_p);
     let names = offered.map(|o| o.names);
     let rx = generate::start(&m, req)?;
-    let keep = draft.store.then(|| (st.responses.clone(), items));
+    let keep = draft.store.then(|| Keep {
+        store: st.responses.clone(),
+        owner: caller.owner().to_string(),
+        input: items,
+    });
     if b.stream.unwrap_or(false) {
         return Ok(stream::respond(m, rx, Events::new(draft, names), keep));
     }
@@ -204,11 +217,9 @@ pub async fn create(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<CreateRe
     let (text, calls) = tools::split(&c.text, names.as_deref());
     let items_out = output::items(&output::message_id(), &text, &calls, output::cut_short(s));
     let response = output::finished(&draft, items_out, s);
-    if let Some((store, input)) = keep {
-        store.put(Stored {
-            response: response.clone(),
-            input,
-        });
+    // Stored before it is answered: a response the client holds can always be retrieved.
+    if let Some(k) = keep {
+        k.store.put(&k.owner, &response, &k.input).await?;
     }
     Ok(Json(response).into_response())
 }

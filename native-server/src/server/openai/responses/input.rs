@@ -35,6 +35,24 @@ pub fn parse(input: Option<&Value>) -> Result<Vec<Item>, ApiError> {
     }
 }
 
+/// Items read back from their own JSON (a stored response's input and output): read as
+/// `input` is, keeping their ids and an `incomplete` status.
+pub fn items(values: &[Value], at: &str) -> Result<Vec<Item>, ApiError> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut it = item(v, &format!("{at}[{i}]"))?;
+            if v.get("status").and_then(Value::as_str) == Some("incomplete") {
+                if let Item::Message(m) = &mut it {
+                    m.status = "incomplete";
+                }
+            }
+            Ok(it)
+        })
+        .collect()
+}
+
 /// A new message item with a fresh id.
 pub fn message(role: &str, content: Vec<Part>) -> Item {
     message_with(format!("msg_{}", ids::unique()), role, content)

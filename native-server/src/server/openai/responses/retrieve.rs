@@ -1,8 +1,7 @@
 //! The stored-response routes: `GET /v1/responses/{id}`, `DELETE /v1/responses/{id}` and
 //! `GET /v1/responses/{id}/input_items` (a page of the conversation's input items, cursor
-//! `after`, `limit` 1–100 (20), `order` `desc` (default, newest first) or `asc`).
-
-use std::sync::Arc;
+//! `after`, `limit` 1–100 (20), `order` `desc` (default, newest first) or `asc`). Each reads
+//! only the caller's own responses: another principal's id is the 404 of a missing one.
 
 use axum::extract::{Path, Query, State};
 use axum::response::IntoResponse;
@@ -12,29 +11,36 @@ use utoipa::IntoParams;
 
 use super::store::Stored;
 use super::types::{Deleted, InputItemList, Item, ResponseObject};
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::openai::Res;
 use crate::server::state::Shared;
 
-fn stored(st: &Shared, id: &str) -> Result<Arc<Stored>, ApiError> {
+/// The one message for an id that is missing or not the caller's.
+pub fn missing(id: &str) -> ApiError {
+    ApiError::not_found(format!("No response with id '{id}' found."))
+}
+
+async fn stored(st: &Shared, caller: &Caller, id: &str) -> Result<Stored, ApiError> {
     st.responses
-        .get(id)
-        .ok_or_else(|| ApiError::not_found(format!("No response with id '{id}' found.")))
+        .get(caller.owner(), id)
+        .await?
+        .ok_or_else(|| missing(id))
 }
 
 #[utoipa::path(get, path = "/responses/{id}", tag = "openai",
     params(("id" = String, Path, description = "The response's id (resp_…)")),
     responses((status = 200, body = ResponseObject), (status = 404, body = OpenAiErrorBody)))]
-pub async fn retrieve(State(st): State<Shared>, Path(id): Path<String>) -> Res {
-    Ok(Json(stored(&st, &id)?.response.clone()).into_response())
+pub async fn retrieve(State(st): State<Shared>, caller: Caller, Path(id): Path<String>) -> Res {
+    Ok(Json(stored(&st, &caller, &id).await?.response).into_response())
 }
 
 #[utoipa::path(delete, path = "/responses/{id}", tag = "openai",
     params(("id" = String, Path, description = "The response's id (resp_…)")),
     responses((status = 200, body = Deleted), (status = 404, body = OpenAiErrorBody)))]
-pub async fn delete(State(st): State<Shared>, Path(id): Path<String>) -> Res {
-    if !st.responses.delete(&id) {
-        return Err(ApiError::not_found(format!("No response with id '{id}' found.")).into());
+pub async fn delete(State(st): State<Shared>, caller: Caller, Path(id): Path<String>) -> Res {
+    if !st.responses.delete(caller.owner(), &id).await? {
+        return Err(missing(&id).into());
     }
     Ok(Json(Deleted {
         id,
@@ -112,10 +118,11 @@ fn id(i: &Item) -> &str {
         (status = 404, body = OpenAiErrorBody)))]
 pub async fn input_items(
     State(st): State<Shared>,
+    caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<ListQuery>,
 ) -> Res {
-    let s = stored(&st, &id)?;
+    let s = stored(&st, &caller, &id).await?;
     Ok(Json(page(&s.input, &q)?).into_response())
 }
 

@@ -1,16 +1,31 @@
 //! Where responses created with `store: true` are kept, for `GET /v1/responses/{id}`, its
-//! `input_items`, and `previous_response_id`. The handlers see only the [`ResponseStore`]
-//! trait, so a database (the admin plane's, later) can take the in-memory store's place.
+//! `input_items`, and `previous_response_id`: the database (`weft_storage`'s `responses`
+//! table), so they survive a restart and every replica sees them. Each carries its owner
+//! (`Caller::owner`); every read and delete names the caller as owner, so another principal's
+//! response is exactly as absent as one never made (the same 404).
+//!
+//! A response is written before it is answered (the last event of a stream waits for the
+//! write), so a response a client received is never missing afterwards.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use serde_json::Value;
+use weft_storage::{ResponseBound, Storage, StoredResponse};
 
+use super::input;
 use super::types::{Item, ResponseObject};
+use crate::server::error::ApiError;
+
+/// At most this many responses are kept per owner...
+pub const MAX_RESPONSES: i64 = 1024;
+/// ...holding at most this many bytes (their JSON size) together; the owner's oldest go
+/// first. Every stored response repeats its whole conversation, so a long chat continued
+/// turn by turn takes room quadratic in its length: the byte bound keeps that in check.
+pub const MAX_BYTES: i64 = 64 << 20;
 
 /// One stored response and the conversation it answered.
 #[derive(Clone, Debug)]
 pub struct Stored {
-    pub response: ResponseObject,
+    /// The response object as it was answered.
+    pub response: Value,
     /// The input it answered: the earlier responses' input and output (when it continued one),
     /// then its own request's items. Instructions are not items: they are not carried over.
     pub input: Vec<Item>,
@@ -18,161 +33,94 @@ pub struct Stored {
 
 impl Stored {
     /// The conversation a follow-up continues: the input, then this response's output.
-    pub fn conversation(&self) -> Vec<Item> {
-        self.input
-            .iter()
-            .chain(&self.response.output)
-            .cloned()
-            .collect()
-    }
-
-    /// About how many bytes it holds (its JSON size), for the store's bound.
-    fn size(&self) -> usize {
-        json_len(&self.response) + json_len(&self.input)
+    pub fn conversation(&self) -> Result<Vec<Item>, ApiError> {
+        let output = match self.response.get("output") {
+            Some(Value::Array(items)) => input::items(items, "output")?,
+            _ => Vec::new(),
+        };
+        Ok(self.input.iter().cloned().chain(output).collect())
     }
 }
 
-fn json_len(v: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(v).map_or(0, |v| v.len())
+/// The stored responses, per owner, in the database.
+pub struct ResponseStore {
+    storage: Storage,
+    bound: ResponseBound,
 }
 
-/// Stored responses by id.
-pub trait ResponseStore: Send + Sync {
-    fn put(&self, r: Stored);
-    fn get(&self, id: &str) -> Option<Arc<Stored>>;
-    /// Whether there was one to delete.
-    fn delete(&self, id: &str) -> bool;
-}
-
-/// At most this many responses are kept in memory...
-pub const MAX_RESPONSES: usize = 1024;
-/// ...holding at most this many bytes (their JSON size) together; the oldest go first. Every
-/// stored response repeats its whole conversation, so a long chat continued turn by turn
-/// takes room quadratic in its length: the byte bound is what keeps that in check.
-pub const MAX_BYTES: usize = 64 << 20;
-
-/// The in-memory store: the newest responses within [`MAX_RESPONSES`] and [`MAX_BYTES`].
-pub struct MemoryStore {
-    max_count: usize,
-    max_bytes: usize,
-    inner: Mutex<Inner>,
-}
-
-#[derive(Default)]
-struct Inner {
-    by_id: HashMap<String, (Arc<Stored>, usize)>,
-    /// Ids, oldest first.
-    order: VecDeque<String>,
-    bytes: usize,
-}
-
-impl Default for MemoryStore {
-    fn default() -> Self {
-        MemoryStore::with_limits(MAX_RESPONSES, MAX_BYTES)
+impl ResponseStore {
+    pub fn new(storage: Storage) -> Self {
+        ResponseStore::with_bound(storage, MAX_RESPONSES, MAX_BYTES)
     }
-}
 
-impl MemoryStore {
-    pub fn with_limits(max_count: usize, max_bytes: usize) -> Self {
-        MemoryStore {
-            max_count,
-            max_bytes,
-            inner: Mutex::default(),
+    pub fn with_bound(storage: Storage, count: i64, bytes: i64) -> Self {
+        ResponseStore {
+            storage,
+            bound: ResponseBound { count, bytes },
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    /// Stores `response` (answering `input`) as `owner`'s.
+    pub async fn put(
+        &self,
+        owner: &str,
+        response: &ResponseObject,
+        input: &[Item],
+    ) -> Result<(), ApiError> {
+        let row = StoredResponse {
+            id: response.id.clone(),
+            owner: owner.to_string(),
+            created_at: i64::try_from(response.created_at).unwrap_or(i64::MAX),
+            response: json_text(response)?,
+            input: json_text(&input)?,
+        };
+        Ok(self.storage.put_response(&row, self.bound).await?)
+    }
+
+    /// `owner`'s response `id`; None when there is none or it is someone else's.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<Option<Stored>, ApiError> {
+        let Some(row) = self.storage.get_response(id, owner).await? else {
+            return Ok(None);
+        };
+        let corrupt = |e: serde_json::Error| {
+            tracing::error!(id, error = %e, "a stored response is not valid JSON");
+            ApiError::internal(format!("stored response {id} cannot be read"))
+        };
+        let response: Value = serde_json::from_str(&row.response).map_err(corrupt)?;
+        let input: Vec<Value> = serde_json::from_str(&row.input).map_err(corrupt)?;
+        Ok(Some(Stored {
+            response,
+            input: input::items(&input, "input")?,
+        }))
+    }
+
+    /// Deletes `owner`'s response `id`; false when there is none or it is someone else's.
+    pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+        Ok(self.storage.delete_response(id, owner).await?)
     }
 }
 
-impl Inner {
-    fn remove(&mut self, id: &str) -> bool {
-        match self.by_id.remove(id) {
-            Some((_, size)) => {
-                self.bytes -= size;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-impl ResponseStore for MemoryStore {
-    fn put(&self, r: Stored) {
-        let size = r.size();
-        let id = r.response.id.clone();
-        let mut g = self.lock();
-        g.remove(&id);
-        g.order.retain(|x| *x != id);
-        g.bytes += size;
-        g.by_id.insert(id.clone(), (Arc::new(r), size));
-        g.order.push_back(id);
-        // The newest one stays even when it alone is over the byte bound.
-        while g.order.len() > 1 && (g.order.len() > self.max_count || g.bytes > self.max_bytes) {
-            if let Some(old) = g.order.pop_front() {
-                g.remove(&old);
-            }
-        }
-    }
-
-    fn get(&self, id: &str) -> Option<Arc<Stored>> {
-        self.lock().by_id.get(id).map(|(r, _)| r.clone())
-    }
-
-    fn delete(&self, id: &str) -> bool {
-        let mut g = self.lock();
-        g.order.retain(|x| x != id);
-        g.remove(id)
-    }
+fn json_text(v: &impl serde::Serialize) -> Result<String, ApiError> {
+    serde_json::to_string(v).map_err(|e| ApiError::internal(format!("serializing: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::openai::responses::input;
-
-    fn stored(id: &str, text: &str) -> Stored {
-        let mut r = super::super::create::sample_draft();
-        r.id = id.into();
-        Stored {
-            response: r,
-            input: input::parse(Some(&serde_json::json!(text))).unwrap(),
-        }
-    }
-
-    #[test]
-    fn oldest_go_first_past_the_count_and_byte_bounds() {
-        let s = MemoryStore::with_limits(2, usize::MAX);
-        for id in ["a", "b", "c"] {
-            s.put(stored(id, "hi"));
-        }
-        assert!(s.get("a").is_none());
-        assert!(s.get("b").is_some() && s.get("c").is_some());
-        assert!(s.delete("b"));
-        assert!(!s.delete("b"));
-        assert!(s.get("b").is_none());
-
-        let one = stored("x", "hi").size();
-        let s = MemoryStore::with_limits(100, 2 * one + one / 2);
-        for id in ["x", "y", "z"] {
-            s.put(stored(id, "hi"));
-        }
-        assert!(s.get("x").is_none() && s.get("y").is_some() && s.get("z").is_some());
-        // One response over the whole bound is still kept (alone).
-        s.put(stored("big", &"w".repeat(4 * one)));
-        assert!(s.get("big").is_some() && s.get("z").is_none());
-    }
 
     #[test]
     fn the_conversation_is_the_input_then_the_output() {
-        let mut s = stored("a", "question");
-        s.response.output = vec![input::message(
-            "assistant",
-            vec![input::output_text("answer")],
-        )];
-        let c = s.conversation();
+        let mut r = super::super::create::sample_draft();
+        let answer = input::message("assistant", vec![input::output_text("answer")]);
+        r.output = vec![answer.clone()];
+        let s = Stored {
+            response: serde_json::to_value(&r).unwrap(),
+            input: input::parse(Some(&serde_json::json!("question"))).unwrap(),
+        };
+        let c = s.conversation().unwrap();
         assert_eq!(c.len(), 2);
-        assert_eq!(c[1], s.response.output[0]);
+        assert_eq!(c[0], s.input[0]);
+        // Read back from its JSON, the output item keeps its id and text.
+        assert_eq!(c[1], answer);
     }
 }

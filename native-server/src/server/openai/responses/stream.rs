@@ -10,7 +10,7 @@
 //! Text streams as it comes, except what may be a tool call (held back by [`ToolStream`] and
 //! sent as call items at the end), so the deltas add up to the final text exactly.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::response::Response;
 use futures_util::stream::{self, StreamExt};
@@ -18,7 +18,7 @@ use weft_core::scheduler::{Event as Gen, Summary};
 
 use super::input::output_text;
 use super::output::{self, cut_short};
-use super::store::{ResponseStore, Stored};
+use super::store::ResponseStore;
 use super::types::{Event, Item, MessageItem, ResponseObject, StreamEvent};
 use crate::registry::Lease;
 use crate::server::common::tools::ToolStream;
@@ -230,16 +230,22 @@ fn frame(e: StreamEvent) -> (String, String) {
     (name, v.to_string())
 }
 
+/// Where a finished response is stored: the store, its owner and the input it answered.
+pub struct Keep {
+    pub store: Arc<ResponseStore>,
+    pub owner: String,
+    pub input: Vec<Item>,
+}
+
 /// The SSE response. The closure owns the lease, so the model stays loaded until the stream
 /// ends; the client going away drops the stream and so cancels generation. `keep`: where to
-/// store the finished response, and the input it answered.
-pub fn respond(
-    m: Lease,
-    rx: EventStream,
-    mut events: Events,
-    mut keep: Option<(Arc<dyn ResponseStore>, Vec<Item>)>,
-) -> Response {
+/// store the finished response; it is written before the stream's last events are sent, so
+/// a client that saw `response.completed` can retrieve the response.
+pub fn respond(m: Lease, rx: EventStream, mut events: Events, keep: Option<Keep>) -> Response {
     let first = events.start();
+    // The finished response waits here for the write (the closure below cannot await).
+    let done: Arc<Mutex<Option<ResponseObject>>> = Arc::default();
+    let finished = done.clone();
     let f = move |ev: Option<(usize, Gen)>| -> (Vec<StreamEvent>, bool) {
         let _model = &m;
         match ev {
@@ -251,15 +257,32 @@ pub fn respond(
             Some((_, Gen::Delta { text, .. })) => (events.delta(&text), false),
             Some((_, Gen::Done(s))) => {
                 let (out, response) = events.done(&s);
-                if let Some((store, input)) = keep.take() {
-                    store.put(Stored { response, input });
-                }
+                *finished.lock().unwrap_or_else(|p| p.into_inner()) = Some(response);
                 (out, true)
             }
             Some((_, Gen::Failed(f))) => (events.failed(f.into()), true),
         }
     };
-    sse_typed(stream::iter(first).chain(frames(rx, f)).map(frame))
+    let mut keep = keep;
+    let stored = move |e: StreamEvent| {
+        let response = done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // Taken only with the finished response, so the write happens once, right then.
+        let write = response.and_then(|r| keep.take().map(|k| (r, k)));
+        async move {
+            if let Some((response, k)) = write {
+                if let Err(err) = k.store.put(&k.owner, &response, &k.input).await {
+                    tracing::error!(id = %response.id, error = %err.message, "storing a streamed response");
+                }
+            }
+            e
+        }
+    };
+    sse_typed(
+        stream::iter(first)
+            .chain(frames(rx, f))
+            .then(stored)
+            .map(frame),
+    )
 }
 
 #[cfg(test)]
