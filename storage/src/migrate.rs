@@ -51,6 +51,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0008_model_aliases.sql"),
         postgres: include_str!("../migrations/postgres/0008_model_aliases.sql"),
     },
+    Migration {
+        version: 9,
+        name: "owners",
+        sqlite: include_str!("../migrations/sqlite/0009_owners.sql"),
+        postgres: include_str!("../migrations/postgres/0009_owners.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (

@@ -14,7 +14,7 @@ pub mod types;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use sessions::DEFAULT_SESSION;
+pub use sessions::{default_session, unknown as unknown_session};
 
 use super::state::Shared;
 
