@@ -232,7 +232,9 @@ mod tests {
         let id = new_id("key");
         let hex = id.strip_prefix("key_").expect("the prefix");
         assert_eq!(hex.len(), 32, "{id}");
-        assert!(hex.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        assert!(hex
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
         let many: std::collections::HashSet<String> = (0..1000).map(|_| random_hex128()).collect();
         assert_eq!(many.len(), 1000);
         // Every bit position takes both values across the sample (a counter or a clock in

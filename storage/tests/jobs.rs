@@ -60,7 +60,10 @@ async fn jobs_persist_end_once_and_orphans_fail_at_start() {
         .map(|j| j.id)
         .collect();
     assert_eq!(mine, ["job-a", "job-b"], "a principal's own jobs");
-    assert!(s.jobs_of("key_b", 10).await.unwrap().is_empty(), "not another's");
+    assert!(
+        s.jobs_of("key_b", 10).await.unwrap().is_empty(),
+        "not another's"
+    );
 
     // A cancel request reaches the owner's poll and survives the owner's next write.
     let got = s.request_job_cancel("job-b").await.unwrap().unwrap();

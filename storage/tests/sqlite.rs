@@ -152,19 +152,31 @@ async fn chat_sessions_on_sqlite() {
     assert_eq!(s.session_messages("s2", "ka").await.unwrap(), None);
     // A shorter conversation replaces the longer one (an edited, resent turn).
     assert!(s.write_session("s2", "ka", &turn, true).await.unwrap());
-    assert!(s.write_session("s2", "ka", &turn[..1], false).await.unwrap());
+    assert!(s
+        .write_session("s2", "ka", &turn[..1], false)
+        .await
+        .unwrap());
     // Another owner neither sees, writes, takes over nor deletes them.
     assert_eq!(s.session_messages("s1", "kb").await.unwrap(), None);
-    assert!(!s.write_session("s1", "kb", &turn[..1], false).await.unwrap());
+    assert!(!s
+        .write_session("s1", "kb", &turn[..1], false)
+        .await
+        .unwrap());
     assert!(!s.write_session("s1", "kb", &turn[..1], true).await.unwrap());
     assert!(!s.create_session("s1", "kb").await.unwrap());
     assert!(!s.delete_session("s1", "kb").await.unwrap());
-    assert_eq!(s.session_messages("s1", "ka").await.unwrap(), Some(turn.clone()));
+    assert_eq!(
+        s.session_messages("s1", "ka").await.unwrap(),
+        Some(turn.clone())
+    );
     s.close().await;
 
     // Reopened: both sessions are there as written.
     let s = Storage::open(&path).await.unwrap();
-    assert_eq!(s.session_messages("s1", "ka").await.unwrap(), Some(turn.clone()));
+    assert_eq!(
+        s.session_messages("s1", "ka").await.unwrap(),
+        Some(turn.clone())
+    );
     assert_eq!(
         s.session_messages("s2", "ka").await.unwrap(),
         Some(turn[..1].to_vec())

@@ -60,7 +60,11 @@ pub fn error_of(r: &Response) -> String {
 /// Asserts `r` is exactly the 404 that `missing` (the same request naming an id that never
 /// existed, `missing_id`) got, with `id` in place of `missing_id`: existence is not told.
 pub fn same_as_missing(r: &Response, missing: &Response, missing_id: &str, id: &str, what: &str) {
-    assert_eq!(missing.status, 404, "{what}, the missing id: {}", missing.body);
+    assert_eq!(
+        missing.status, 404,
+        "{what}, the missing id: {}",
+        missing.body
+    );
     assert_eq!(r.status, 404, "{what}: {}", r.body);
     assert_eq!(
         error_of(r),
@@ -108,36 +112,71 @@ fn sessions_belong_to_their_owner(db: &Db) {
     let c = s.client();
     let k = Keys::new(db, &c);
     let sid = new_session(&c, &k.a);
-    done(&ui_chat(&c, &k.a, Some(&sid), "The code word is swordfish."));
+    done(&ui_chat(
+        &c,
+        &k.a,
+        Some(&sid),
+        "The code word is swordfish.",
+    ));
     let mine = history(&c, &k.a, &sid);
     assert_eq!(mine.status, 200, "{}", mine.body);
     assert!(mine.body.contains("swordfish"), "{}", mine.body);
 
     let none = never_made();
-    for (who, key) in [("B", &k.b), ("another tenant", &k.tenant), ("an admin", &k.admin)] {
+    for (who, key) in [
+        ("B", &k.b),
+        ("another tenant", &k.tenant),
+        ("an admin", &k.admin),
+    ] {
         // Read.
         let missing = history(&c, key, &none);
         let r = history(&c, key, &sid);
-        same_as_missing(&r, &missing, &none, &sid, &format!("{who} reads A's session"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sid,
+            &format!("{who} reads A's session"),
+        );
         assert!(!r.body.contains("swordfish"));
         // Continue.
         let missing = ui_chat(&c, key, Some(&none), "What is the code word?");
         let r = ui_chat(&c, key, Some(&sid), "What is the code word?");
-        same_as_missing(&r, &missing, &none, &sid, &format!("{who} continues A's session"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sid,
+            &format!("{who} continues A's session"),
+        );
         // Continue through /api/chat's chat-UI shape.
         let body = json!({"sessionId": sid, "maxTokens": 3,
             "messages": [{"role": "user", "content": "What is the code word?"}]});
         let r = call(&c, key, "POST", "/api/chat", Some(&body.to_string()));
-        assert_eq!(r.status, 404, "{who} continues A's session via /api/chat: {}", r.body);
+        assert_eq!(
+            r.status, 404,
+            "{who} continues A's session via /api/chat: {}",
+            r.body
+        );
         // Delete.
         let missing = call(&c, key, "DELETE", &format!("/api/sessions/{none}"), None);
         let r = call(&c, key, "DELETE", &format!("/api/sessions/{sid}"), None);
-        same_as_missing(&r, &missing, &none, &sid, &format!("{who} deletes A's session"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sid,
+            &format!("{who} deletes A's session"),
+        );
     }
     // A still has its session, unchanged by the attempts.
     let after = history(&c, &k.a, &sid);
     assert_eq!(after.status, 200, "{}", after.body);
-    assert_eq!(after.json(), mine.json(), "A's conversation after the attempts");
+    assert_eq!(
+        after.json(),
+        mine.json(),
+        "A's conversation after the attempts"
+    );
     let r = call(&c, &k.a, "DELETE", &format!("/api/sessions/{sid}"), None);
     assert_eq!(r.status, 200, "A deletes its own session: {}", r.body);
     assert_eq!(history(&c, &k.a, &sid).status, 404);
@@ -164,14 +203,26 @@ fn each_principal_has_its_own_default_session(db: &Db) {
     // B's default session holds B's turn only: none of A's history.
     let hb = history(&c, &k.b, &sb);
     assert_eq!(hb.status, 200, "{}", hb.body);
-    assert_eq!(hb.json()["messages"].as_array().unwrap().len(), 2, "{}", hb.body);
-    assert!(!hb.body.contains("swordfish"), "B sees A's history: {}", hb.body);
+    assert_eq!(
+        hb.json()["messages"].as_array().unwrap().len(),
+        2,
+        "{}",
+        hb.body
+    );
+    assert!(
+        !hb.body.contains("swordfish"),
+        "B sees A's history: {}",
+        hb.body
+    );
     // B's next turn without a session id continues B's session, not A's: its prompt holds
     // B's two earlier messages, as A's turn shows for A.
     let b2 = done(&ui_chat(&c, &k.b, None, "Again."));
     assert_eq!(b2["sessionId"], sb.as_str());
     assert_eq!(
-        history(&c, &k.b, &sb).json()["messages"].as_array().unwrap().len(),
+        history(&c, &k.b, &sb).json()["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
         4
     );
     // A's default session is A's alone, by its id too.
@@ -179,18 +230,41 @@ fn each_principal_has_its_own_default_session(db: &Db) {
     for (who, key) in [("B", &k.b), ("another tenant", &k.tenant)] {
         let missing = history(&c, key, &none);
         let r = history(&c, key, &sa);
-        same_as_missing(&r, &missing, &none, &sa, &format!("{who} reads A's default session"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sa,
+            &format!("{who} reads A's default session"),
+        );
         let missing = ui_chat(&c, key, Some(&none), "What is the code word?");
         let r = ui_chat(&c, key, Some(&sa), "What is the code word?");
-        same_as_missing(&r, &missing, &none, &sa, &format!("{who} continues A's default"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sa,
+            &format!("{who} continues A's default"),
+        );
         let missing = call(&c, key, "DELETE", &format!("/api/sessions/{none}"), None);
         let r = call(&c, key, "DELETE", &format!("/api/sessions/{sa}"), None);
-        same_as_missing(&r, &missing, &none, &sa, &format!("{who} deletes A's default"));
+        same_as_missing(
+            &r,
+            &missing,
+            &none,
+            &sa,
+            &format!("{who} deletes A's default"),
+        );
     }
     let ha = history(&c, &k.a, &sa);
     assert_eq!(ha.status, 200, "{}", ha.body);
     assert!(ha.body.contains("swordfish"), "{}", ha.body);
-    assert_eq!(ha.json()["messages"].as_array().unwrap().len(), 2, "{}", ha.body);
+    assert_eq!(
+        ha.json()["messages"].as_array().unwrap().len(),
+        2,
+        "{}",
+        ha.body
+    );
 }
 
 on_both!(
@@ -266,7 +340,11 @@ fn uploads_belong_to_their_owner(db: &Db) {
     }
     // A name of the right shape that was never uploaded.
     let none = "0123456789abcdef0123456789abcdef.txt";
-    for (who, key) in [("B", &k.b), ("another tenant", &k.tenant), ("an admin", &k.admin)] {
+    for (who, key) in [
+        ("B", &k.b),
+        ("another tenant", &k.tenant),
+        ("an admin", &k.admin),
+    ] {
         for (session, name, url) in &files {
             // Download, by the URL A got and by the name alone.
             let missing = call(&c, key, "GET", &url.replace(name.as_str(), none), None);
@@ -314,7 +392,13 @@ on_both!(
 /// Starts a job of `key` that fails on its own (quantizing a model the store does not have).
 fn start_job(c: &Client, key: &str) -> String {
     let body = json!({"model": "no-such-model", "name": "never", "type": "Q8_0"});
-    let r = call(c, key, "POST", "/api/v1/models/quantize", Some(&body.to_string()));
+    let r = call(
+        c,
+        key,
+        "POST",
+        "/api/v1/models/quantize",
+        Some(&body.to_string()),
+    );
     assert_eq!(r.status, 202, "{}", r.body);
     r.json()["job_id"].as_str().unwrap().to_string()
 }
@@ -360,7 +444,13 @@ fn jobs_belong_to_their_owner(db: &Db) {
     let mut want = vec![id.clone(), bid.clone()];
     want.sort();
     assert_eq!(all, want);
-    let r = call(&c, &b, "GET", &format!("/api/v1/models/jobs/{id}?owner=all"), None);
+    let r = call(
+        &c,
+        &b,
+        "GET",
+        &format!("/api/v1/models/jobs/{id}?owner=all"),
+        None,
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     // A still has its job.
     let r = call(&c, &a, "GET", &format!("/api/v1/models/jobs/{id}"), None);
@@ -382,7 +472,9 @@ on_both!(
 
 /// 32 lowercase hex digits: 128 bits.
 pub fn is_hex128(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    s.len() == 32
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
 }
 
 /// Session ids, upload names and completion ids: 128 random bits, none repeated among 1000.
@@ -402,7 +494,13 @@ fn ids_are_128_random_bits(db: &Db) {
     assert!(is_hex128(name.strip_suffix(".txt").unwrap()), "{name}");
     let body = json!({"model": "smol", "max_tokens": 1,
         "messages": [{"role": "user", "content": "Hi"}]});
-    let r = call(&c, &key, "POST", "/v1/chat/completions", Some(&body.to_string()));
+    let r = call(
+        &c,
+        &key,
+        "POST",
+        "/v1/chat/completions",
+        Some(&body.to_string()),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let id = r.json()["id"].as_str().unwrap().to_string();
     assert!(is_hex128(id.strip_prefix("chatcmpl-").unwrap()), "{id}");

@@ -203,7 +203,9 @@ pub async fn artifact(
     let dir = st.code.artifacts_dir(caller.owner());
     let a = tokio::task::spawn_blocking(move || {
         if !dir.is_dir() {
-            return Err(weft_sandbox::Error::NotFound(format!("artifact run {run_id}")));
+            return Err(weft_sandbox::Error::NotFound(format!(
+                "artifact run {run_id}"
+            )));
         }
         CodeTools::artifacts_in(dir)?.open(&run_id, &path)
     })

@@ -8,14 +8,16 @@ pub fn unique() -> String {
     weft_storage::random_hex128()
 }
 
-/// Whether `s` has the shape of [`unique`]'s ids.
-pub fn is_unique(s: &str) -> bool {
-    s.len() == 32 && s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `s` has the shape of [`unique`]'s ids: 32 lowercase hex digits.
+    fn is_unique(s: &str) -> bool {
+        s.len() == 32
+            && s.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    }
 
     #[test]
     fn ids_are_128_random_bits() {

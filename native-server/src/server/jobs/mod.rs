@@ -98,7 +98,11 @@ async fn pull(State(st): State<Shared>, c: Caller, ApiJson(req): ApiJson<PullReq
 #[utoipa::path(post, path = "/models/import", tag = "admin",
     request_body(content = inline(Object), description = "{path, name?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
-async fn import(State(st): State<Shared>, c: Caller, ApiJson(req): ApiJson<ImportRequest>) -> Started {
+async fn import(
+    State(st): State<Shared>,
+    c: Caller,
+    ApiJson(req): ApiJson<ImportRequest>,
+) -> Started {
     Ok(accepted(st.jobs()?.submit_import(c.owner(), req)?))
 }
 
@@ -162,7 +166,11 @@ async fn job(
     Query(q): Query<OwnerQuery>,
 ) -> Res<Json<Value>> {
     let whose = q.whose(&caller)?;
-    let job = st.jobs()?.job(&whose, &id).await?.ok_or_else(|| missing(&id))?;
+    let job = st
+        .jobs()?
+        .job(&whose, &id)
+        .await?
+        .ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }
 
@@ -189,6 +197,10 @@ async fn cancel(
     Query(q): Query<OwnerQuery>,
 ) -> Res<Json<Value>> {
     let whose = q.whose(&caller)?;
-    let job = st.jobs()?.cancel(&whose, &id).await?.ok_or_else(|| missing(&id))?;
+    let job = st
+        .jobs()?
+        .cancel(&whose, &id)
+        .await?
+        .ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }

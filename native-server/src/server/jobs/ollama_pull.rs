@@ -104,10 +104,10 @@ pub(super) async fn pull(
         .submit_pull(
             caller.owner(),
             PullRequest {
-            reference: b.model,
-            name: b.save_as,
-            sha256: b.sha256,
-        },
+                reference: b.model,
+                name: b.save_as,
+                sha256: b.sha256,
+            },
         )
         .map_err(PlainError)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);

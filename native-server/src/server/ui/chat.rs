@@ -12,11 +12,11 @@ use weft_core::scheduler::{Event, Finish, Summary};
 use super::sessions::{default_session, unknown};
 use super::tool_loop::LoopRequest;
 use super::types::{DoneFrame, UiChatRequest, UiFrame, UiToolCall};
+use crate::server::auth::caller::Caller;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::sampling::SamplingFields;
-use crate::server::auth::caller::Caller;
 use crate::server::common::tools::{self, ToolCall};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -90,7 +90,8 @@ pub(super) fn remember(
     }
     let mut h = conversation.to_vec();
     h.push(message);
-    st.sessions.save(owner, sid, h, sid == default_session(owner));
+    st.sessions
+        .save(owner, sid, h, sid == default_session(owner));
 }
 
 /// The frame of the client's calls, when the reply made any.

@@ -191,10 +191,7 @@ async fn write_all(
             }
             Write::Delete(k, done) => {
                 let r = storage.delete_session(&k.1, &k.0).await;
-                pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&k);
+                pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&k);
                 let _ = done.send(r.map_err(|e| e.to_string()));
             }
         }

@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 
 use super::store::valid_name;
 use super::types::SessionQuery;
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::state::Shared;
-use crate::server::auth::caller::Caller;
 use crate::server::ui::default_session;
 
 /// Served with `nosniff` and a sandboxing CSP: whatever a file holds, the browser neither

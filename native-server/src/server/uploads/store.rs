@@ -179,9 +179,15 @@ mod tests {
         s.save("key_a", "one", &n, b"hi", None, &meta).unwrap();
         assert_eq!(s.text("key_a", "one", &n).unwrap().1.as_deref(), Some("hi"));
         assert!(s.find("key_a", "two", &n).is_none());
-        assert!(s.find("key_b", "one", &n).is_none(), "another owner, same session id");
+        assert!(
+            s.find("key_b", "one", &n).is_none(),
+            "another owner, same session id"
+        );
         s.drop_session("key_b", "one");
-        assert!(s.find("key_a", "one", &n).is_some(), "another owner cannot drop them");
+        assert!(
+            s.find("key_a", "one", &n).is_some(),
+            "another owner cannot drop them"
+        );
         s.drop_session("key_a", "one");
         assert!(s.find("key_a", "one", &n).is_none());
         let _ = std::fs::remove_dir_all(dir);

@@ -11,9 +11,9 @@ use axum::Json;
 use super::sniff::{display_name, sniff, Kind};
 use super::store::{new_name, Meta};
 use super::types::{SessionQuery, UploadReply, UploadedFile};
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::state::Shared;
-use crate::server::auth::caller::Caller;
 use crate::server::ui::default_session;
 
 /// A file as received.

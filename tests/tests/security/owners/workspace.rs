@@ -106,7 +106,10 @@ fn serve(db: &Db) -> Option<Server> {
     let sandbox = runtimes::default_dir();
     Some(Server::start_env(
         &args,
-        &[("WEFT_HOME", db.home.as_path()), ("WEFT_SANDBOX_DIR", &sandbox)],
+        &[
+            ("WEFT_HOME", db.home.as_path()),
+            ("WEFT_SANDBOX_DIR", &sandbox),
+        ],
     ))
 }
 
@@ -131,7 +134,10 @@ fn workspaces_and_artifacts_belong_to_their_owner(db: &Db) {
     let own = call(&c, &a, "GET", &url, None);
     assert_eq!(own.status, 200, "A downloads its artifact: {}", own.body);
     assert!(own.body.contains(SECRET), "{}", own.body);
-    let sa = fa.last().unwrap()["sessionId"].as_str().unwrap().to_string();
+    let sa = fa.last().unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // B's artifact download: the 404 of a run that does not exist.
     let run = url.split('/').nth(4).unwrap().to_string();
@@ -144,7 +150,10 @@ fn workspaces_and_artifacts_belong_to_their_owner(db: &Db) {
     // B reads secret.txt in its own default session: the call runs, and finds no such file.
     let fb = frames(&turn(&c, &b, None, read_secret()));
     let st = step(&fb);
-    assert_eq!(st["ok"], false, "B's run_python read a file it never wrote: {st}");
+    assert_eq!(
+        st["ok"], false,
+        "B's run_python read a file it never wrote: {st}"
+    );
     let all: String = fb.iter().map(Value::to_string).collect();
     assert!(!all.contains(SECRET), "B saw A's secret: {all}");
     assert_ne!(fb.last().unwrap()["sessionId"], sa.as_str());
