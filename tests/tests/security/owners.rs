@@ -416,6 +416,7 @@ fn listed(c: &Client, key: &str, query: &str) -> Vec<String> {
 
 fn jobs_belong_to_their_owner(db: &Db) {
     let store = db.home.join("store");
+    std::fs::create_dir_all(&store).unwrap();
     let s = db.serve(&["--models-dir", &store.display().to_string()]);
     let c = s.client();
     // Jobs are admin work: two admin keys, A and B.
