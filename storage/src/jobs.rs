@@ -9,6 +9,10 @@
 //!   backend. SQLite serves one server per file, so at start every live job of another process
 //!   is an orphan. On Postgres each owner holds a session advisory lock for as long as it lives
 //!   ([`Storage::job_owner`]): a live job whose owner's lock can be taken has lost its owner.
+//!
+//! "Owner" here is the process; the principal (API key) that asked for a job is its
+//! `principal`, and only that principal sees the job (the server checks it; admins list
+//! everyone's only when they ask, [`Storage::jobs_of`]).
 
 use crate::{Get, Result, Storage, StorageError};
 use serde_json::{Map, Value};
@@ -38,6 +42,8 @@ pub struct JobRow {
     pub owner: String,
     pub owner_lock: i64,
     pub cancel_requested: bool,
+    /// Who asked for it: a key id, `env` or `open`.
+    pub principal: String,
 }
 
 /// This process as the owner of the jobs it runs. On Postgres it holds the advisory lock that
@@ -49,7 +55,7 @@ pub struct JobOwner {
 }
 
 const COLUMNS: &str = "id, kind, status, phase, unit, done, total, percent, request, detail, \
-    result, error, created_at, started_at, finished_at, owner, owner_lock, cancel_requested";
+    result, error, created_at, started_at, finished_at, owner, owner_lock, cancel_requested, principal";
 
 fn json(id: &str, col: &str, text: &str) -> Result<Value> {
     serde_json::from_str(text).map_err(|e| StorageError::Corrupt(format!("job {id} {col}: {e}")))
@@ -83,6 +89,7 @@ fn read(r: &impl Get) -> Result<JobRow> {
         owner: r.text("owner")?,
         owner_lock: r.int("owner_lock")?,
         cancel_requested: r.int("cancel_requested")? != 0,
+        principal: r.text("principal")?,
         id,
     })
 }
@@ -97,9 +104,12 @@ impl Storage {
     /// Makes this process a job owner (see the module comment).
     pub async fn job_owner(&self) -> Result<JobOwner> {
         let id = crate::new_id("owner");
-        // Any i64 will do as long as two live processes do not pick the same one; the id's
-        // hash is random per process.
-        let lock = u64::from_str_radix(&id[6..], 16).unwrap_or(1) as i64;
+        // Any i64 will do as long as two live processes do not pick the same one: the id's
+        // first 64 random bits.
+        let lock = id
+            .get(6..22)
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .unwrap_or(1) as i64;
         let held = match &*self.db {
             crate::Db::Sqlite(_) => None,
             crate::Db::Postgres(p) => {
@@ -124,7 +134,7 @@ impl Storage {
     pub async fn write_job(&self, j: &JobRow) -> Result<()> {
         let sql = format!(
             "INSERT INTO jobs ({COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) \
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) \
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, phase = excluded.phase, \
              unit = excluded.unit, done = excluded.done, total = excluded.total, \
              percent = excluded.percent, detail = excluded.detail, result = excluded.result, \
@@ -153,6 +163,7 @@ impl Storage {
                 .bind(&j.owner)
                 .bind(j.owner_lock)
                 .bind(j.cancel_requested as i64)
+                .bind(&j.principal)
                 .bind(now_f64())
                 .execute(p)
                 .await?;
@@ -177,6 +188,24 @@ impl Storage {
             "SELECT {COLUMNS} FROM jobs ORDER BY created_at DESC, id DESC LIMIT $1"
         ));
         let mut rows: Vec<JobRow> = on_pool!(self, |p| sqlx::query(sql)
+            .bind(limit)
+            .fetch_all(p)
+            .await?
+            .iter()
+            .map(read)
+            .collect::<Result<_>>())?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// The newest `limit` jobs `principal` asked for, oldest first.
+    pub async fn jobs_of(&self, principal: &str, limit: i64) -> Result<Vec<JobRow>> {
+        let sql = sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM jobs WHERE principal = $1 \
+             ORDER BY created_at DESC, id DESC LIMIT $2"
+        ));
+        let mut rows: Vec<JobRow> = on_pool!(self, |p| sqlx::query(sql)
+            .bind(principal)
             .bind(limit)
             .fetch_all(p)
             .await?

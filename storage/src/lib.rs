@@ -207,21 +207,20 @@ pub fn now() -> i64 {
         .unwrap_or(0)
 }
 
-/// A fresh row id such as `key_3f9a…`: unique, not secret (ids appear in URLs and logs).
+/// 128 bits from the OS random generator, as 32 lowercase hex digits: an id nobody can guess
+/// or count from another (ids appear in URLs and logs; they are not secrets, owners are
+/// checked, but a guessable id would tell one thing's existence from another's).
+pub fn random_hex128() -> String {
+    let mut b = [0u8; 16];
+    // The OS generator does not fail on a working system; without it no key, password hash
+    // or id of this server could be made safely, so stopping is right.
+    getrandom::fill(&mut b).expect("the OS random generator is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A fresh row id such as `key_3f9a…`: the prefix, `_` and [`random_hex128`].
 pub fn new_id(prefix: &str) -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    format!("{prefix}_{:016x}", h.finish())
+    format!("{prefix}_{}", random_hex128())
 }
 
 #[cfg(test)]
@@ -238,8 +237,23 @@ mod tests {
     }
 
     #[test]
-    fn ids_differ() {
-        assert_ne!(new_id("key"), new_id("key"));
-        assert!(new_id("key").starts_with("key_"));
+    fn ids_are_128_random_bits() {
+        let id = new_id("key");
+        let hex = id.strip_prefix("key_").expect("the prefix");
+        assert_eq!(hex.len(), 32, "{id}");
+        assert!(hex
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        let many: std::collections::HashSet<String> = (0..1000).map(|_| random_hex128()).collect();
+        assert_eq!(many.len(), 1000);
+        // Every bit position takes both values across the sample (a counter or a clock in
+        // the id would leave its high bits fixed).
+        let (mut ones, mut zeros) = (0u128, 0u128);
+        for h in &many {
+            let v = u128::from_str_radix(h, 16).unwrap();
+            ones |= v;
+            zeros |= !v;
+        }
+        assert_eq!((ones, zeros), (u128::MAX, u128::MAX));
     }
 }

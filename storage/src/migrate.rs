@@ -52,6 +52,12 @@ const MIGRATIONS: &[Migration] = &[
         postgres: include_str!("../migrations/postgres/0008_model_aliases.sql"),
     },
     Migration {
+        version: 9,
+        name: "owners",
+        sqlite: include_str!("../migrations/sqlite/0009_owners.sql"),
+        postgres: include_str!("../migrations/postgres/0009_owners.sql"),
+    },
+    Migration {
         version: 10,
         name: "responses",
         sqlite: include_str!("../migrations/sqlite/0010_responses.sql"),

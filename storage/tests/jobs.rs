@@ -25,6 +25,7 @@ fn row(id: &str, owner: &weft_storage::JobOwner, kind: &str, created_at: f64) ->
         owner: owner.id.clone(),
         owner_lock: owner.lock,
         cancel_requested: false,
+        principal: "key_a".into(),
     }
 }
 
@@ -51,6 +52,18 @@ async fn jobs_persist_end_once_and_orphans_fail_at_start() {
     assert_eq!(ids, ["job-a", "job-b"]);
     let ids: Vec<String> = s.jobs(1).await.unwrap().into_iter().map(|j| j.id).collect();
     assert_eq!(ids, ["job-b"], "the newest when limited");
+    let mine: Vec<String> = s
+        .jobs_of("key_a", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(mine, ["job-a", "job-b"], "a principal's own jobs");
+    assert!(
+        s.jobs_of("key_b", 10).await.unwrap().is_empty(),
+        "not another's"
+    );
 
     // A cancel request reaches the owner's poll and survives the owner's next write.
     let got = s.request_job_cancel("job-b").await.unwrap().unwrap();

@@ -135,36 +135,55 @@ async fn chat_sessions_on_sqlite() {
     let _ = std::fs::remove_dir_all(&dir);
     let path = dir.join("weft.db").display().to_string();
     let s = Storage::open(&path).await.unwrap();
-    assert_eq!(s.session_messages("s1").await.unwrap(), None);
-    assert!(s.create_session("s1").await.unwrap());
+    assert_eq!(s.session_messages("s1", "ka").await.unwrap(), None);
+    assert!(s.create_session("s1", "ka").await.unwrap());
     assert!(
-        !s.create_session("s1").await.unwrap(),
+        !s.create_session("s1", "ka").await.unwrap(),
         "the id exists already"
     );
-    assert_eq!(s.session_messages("s1").await.unwrap(), Some(vec![]));
+    assert_eq!(s.session_messages("s1", "ka").await.unwrap(), Some(vec![]));
     let turn = vec![
         json!({"role": "user", "content": "hi"}),
         json!({"role": "assistant", "content": "hello"}),
     ];
-    assert!(s.write_session("s1", &turn, false).await.unwrap());
+    assert!(s.write_session("s1", "ka", &turn, false).await.unwrap());
     // Without `create`, a missing session is not made.
-    assert!(!s.write_session("s2", &turn, false).await.unwrap());
-    assert_eq!(s.session_messages("s2").await.unwrap(), None);
+    assert!(!s.write_session("s2", "ka", &turn, false).await.unwrap());
+    assert_eq!(s.session_messages("s2", "ka").await.unwrap(), None);
     // A shorter conversation replaces the longer one (an edited, resent turn).
-    assert!(s.write_session("s2", &turn, true).await.unwrap());
-    assert!(s.write_session("s2", &turn[..1], false).await.unwrap());
+    assert!(s.write_session("s2", "ka", &turn, true).await.unwrap());
+    assert!(s
+        .write_session("s2", "ka", &turn[..1], false)
+        .await
+        .unwrap());
+    // Another owner neither sees, writes, takes over nor deletes them.
+    assert_eq!(s.session_messages("s1", "kb").await.unwrap(), None);
+    assert!(!s
+        .write_session("s1", "kb", &turn[..1], false)
+        .await
+        .unwrap());
+    assert!(!s.write_session("s1", "kb", &turn[..1], true).await.unwrap());
+    assert!(!s.create_session("s1", "kb").await.unwrap());
+    assert!(!s.delete_session("s1", "kb").await.unwrap());
+    assert_eq!(
+        s.session_messages("s1", "ka").await.unwrap(),
+        Some(turn.clone())
+    );
     s.close().await;
 
     // Reopened: both sessions are there as written.
     let s = Storage::open(&path).await.unwrap();
-    assert_eq!(s.session_messages("s1").await.unwrap(), Some(turn.clone()));
     assert_eq!(
-        s.session_messages("s2").await.unwrap(),
+        s.session_messages("s1", "ka").await.unwrap(),
+        Some(turn.clone())
+    );
+    assert_eq!(
+        s.session_messages("s2", "ka").await.unwrap(),
         Some(turn[..1].to_vec())
     );
-    assert!(s.delete_session("s1").await.unwrap());
-    assert!(!s.delete_session("s1").await.unwrap());
-    assert_eq!(s.session_messages("s1").await.unwrap(), None);
+    assert!(s.delete_session("s1", "ka").await.unwrap());
+    assert!(!s.delete_session("s1", "ka").await.unwrap());
+    assert_eq!(s.session_messages("s1", "ka").await.unwrap(), None);
     s.close().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -75,7 +75,6 @@ struct Shared {
 /// Runs jobs on `parallel` threads of its own.
 pub struct JobRunner {
     shared: Arc<Shared>,
-    next: AtomicU64,
 }
 
 impl JobRunner {
@@ -94,10 +93,7 @@ impl JobRunner {
                 .spawn(move || worker(s))
                 .expect("spawning a job worker thread");
         }
-        Arc::new(JobRunner {
-            shared,
-            next: AtomicU64::new(1),
-        })
+        Arc::new(JobRunner { shared })
     }
 
     /// The storage the jobs are kept in.
@@ -107,12 +103,22 @@ impl JobRunner {
 
     /// Queues `work` as a new job and returns it (status `queued`).
     pub fn submit(&self, kind: JobKind, request: Value, unit: ProgressUnit, work: Work) -> Job {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        let id = format!("job-{stamp:x}-{n}");
-        let job = Job::new(id.clone(), kind, request, unit);
+        self.submit_as("", kind, request, unit, work)
+    }
+
+    /// [`JobRunner::submit`] for `owner` (the principal that asked; recorded on the job). The
+    /// id is 128 random bits: one job's id tells nothing of another's.
+    pub fn submit_as(
+        &self,
+        owner: &str,
+        kind: JobKind,
+        request: Value,
+        unit: ProgressUnit,
+        work: Work,
+    ) -> Job {
+        let id = format!("job-{}", weft_storage::random_hex128());
+        let mut job = Job::new(id.clone(), kind, request, unit);
+        job.owner = owner.to_string();
         self.shared.store.insert(job.clone());
         self.shared
             .cancels

@@ -82,6 +82,10 @@ pub struct Job {
     /// Someone asked, through another replica, that the job stop; its owner will.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cancel_requested: bool,
+    /// The principal that asked for it (a key id, `env`, `open`; empty for a job no request
+    /// made): only it sees the job.
+    #[serde(default)]
+    pub owner: String,
     /// Bumped on every change, so watchers can wait for the next one.
     #[serde(skip)]
     pub version: u64,
@@ -116,6 +120,7 @@ impl Job {
             started_at: None,
             finished_at: None,
             cancel_requested: false,
+            owner: String::new(),
             version: 0,
         }
     }

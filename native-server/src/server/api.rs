@@ -12,6 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::Routes;
+use super::auth::caller::Caller;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
 use super::state::Shared;
@@ -44,12 +45,13 @@ pub fn is_ui_body(v: &Value) -> bool {
               (status = 400, body = PlainErrorBody)))]
 async fn chat(
     State(st): State<Shared>,
+    caller: Caller,
     ApiJson(v): ApiJson<Value>,
 ) -> Result<axum::response::Response, PlainError> {
     if is_ui_body(&v) {
-        let v = super::ui::attachments::apply(&st, v).await?;
-        super::ui::chat::chat(st, from_value(v)?).await
+        let v = super::ui::attachments::apply(&st, caller.owner(), v).await?;
+        super::ui::chat::chat(st, caller, from_value(v)?).await
     } else {
-        super::ollama::chat::chat(st, from_value(v)?).await
+        super::ollama::chat::chat(st, caller, from_value(v)?).await
     }
 }

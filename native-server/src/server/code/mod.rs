@@ -2,6 +2,11 @@
 //! artifact store the server holds, the chat-UI sessions' workspaces, and
 //! `GET /api/code/artifacts/{runId}/{*path}`, which serves the files a run wrote.
 //!
+//! Both belong to a principal: a session's workspace is keyed by (owner, session id), and a
+//! principal's artifacts live in a folder of their own under the artifacts root, which the
+//! download route opens for the caller only; another principal's run id is a 404 like an
+//! unknown one.
+//!
 //! The server-side tool loop the chat surfaces share lives here too: `plan.rs` decides what a
 //! request is offered, `agent.rs` runs the loop, `types.rs` holds its wire shapes.
 
@@ -22,6 +27,9 @@ use axum::routing::get;
 use utoipa_axum::router::OpenApiRouter;
 use weft_sandbox::{ArtifactStore, Language, RunSlots, Sandbox, SkillRegistry, Workspace};
 
+use sha2::{Digest, Sha256};
+
+use super::auth::caller::Caller;
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::state::Shared;
 
@@ -36,12 +44,13 @@ pub struct CodeTools {
     /// The sandbox, only with `--code-exec`.
     pub sandbox: Option<Arc<Sandbox>>,
     pub skills: Arc<SkillRegistry>,
-    pub artifacts: ArtifactStore,
+    /// The artifacts root: one folder per owner (`artifacts_dir`).
+    artifacts_root: PathBuf,
     /// Without `--code-exec`, the sandbox the skill tools' loop holds (made on first use; it
     /// never runs code, since code tools are off).
     skills_only: OnceLock<Arc<Sandbox>>,
-    /// Chat-UI session id → its workspace (deleted with the session).
-    workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
+    /// (owner, chat-UI session id) → its workspace (deleted with the session).
+    workspaces: Mutex<HashMap<(String, String), Arc<Workspace>>>,
     /// The bound on sandbox runs at once, shared by every request's tool loop
     /// (`--sandbox-runs`, default one per core).
     pub runs: RunSlots,
@@ -73,11 +82,14 @@ impl CodeTools {
             None
         };
         let skills = Arc::new(SkillRegistry::new(Some(home.join("skills")), skills_dirs));
-        let artifacts = ArtifactStore::new(home.join("artifacts"), ARTIFACT_TTL)?;
+        let artifacts_root = home.join("artifacts");
+        // Runs of owners who never come back expire too (each owner's own saves sweep its
+        // folder; this sweeps them all once per start).
+        sweep_all(&artifacts_root);
         Ok(CodeTools {
             sandbox,
             skills,
-            artifacts,
+            artifacts_root,
             skills_only: OnceLock::new(),
             workspaces: Mutex::new(HashMap::new()),
             runs: RunSlots::per_core(),
@@ -119,9 +131,27 @@ impl CodeTools {
         Ok(self.skills_only.get_or_init(|| s).clone())
     }
 
-    /// The chat-UI session's workspace, made on first use.
-    pub async fn session_workspace(&self, session: &str) -> Result<Arc<Workspace>, ApiError> {
-        if let Some(ws) = self.lock_workspaces().get(session) {
+    /// The folder of `owner`'s artifacts (a hash of the owner: any owner string maps to one
+    /// safe name).
+    pub fn artifacts_dir(&self, owner: &str) -> PathBuf {
+        let h = Sha256::digest(format!("weft artifacts\0{owner}").as_bytes());
+        let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+        self.artifacts_root.join(format!("o-{hex}"))
+    }
+
+    /// The artifact store in `dir` (made if missing; disk work: call off the async workers).
+    pub fn artifacts_in(dir: PathBuf) -> Result<ArtifactStore, weft_sandbox::Error> {
+        ArtifactStore::new(dir, ARTIFACT_TTL)
+    }
+
+    /// The workspace of `owner`'s chat-UI session, made on first use.
+    pub async fn session_workspace(
+        &self,
+        owner: &str,
+        session: &str,
+    ) -> Result<Arc<Workspace>, ApiError> {
+        let key = (owner.to_string(), session.to_string());
+        if let Some(ws) = self.lock_workspaces().get(&key) {
             return Ok(ws.clone());
         }
         let ws = tokio::task::spawn_blocking(Workspace::temporary)
@@ -129,22 +159,24 @@ impl CodeTools {
             .map_err(|e| ApiError::internal(e.to_string()))??;
         let mut map = self.lock_workspaces();
         // Two first requests of one session race: keep the first workspace made.
-        Ok(map
-            .entry(session.to_string())
-            .or_insert_with(|| Arc::new(ws))
-            .clone())
+        Ok(map.entry(key).or_insert_with(|| Arc::new(ws)).clone())
     }
 
     /// Forgets a deleted session's workspace; its folder goes when the last run using it ends.
-    pub fn drop_session(&self, session: &str) {
-        let ws = self.lock_workspaces().remove(session);
+    pub fn drop_session(&self, owner: &str, session: &str) {
+        let ws = self
+            .lock_workspaces()
+            .remove(&(owner.to_string(), session.to_string()));
         if let Some(ws) = ws {
             // Removing a folder tree is disk work: not on an async worker.
             tokio::task::spawn_blocking(move || drop(ws));
         }
     }
 
-    fn lock_workspaces(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Workspace>>> {
+    #[allow(clippy::type_complexity)]
+    fn lock_workspaces(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<Workspace>>> {
         self.workspaces.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -171,6 +203,20 @@ impl CodeTools {
     }
 }
 
+/// Sweeps the expired runs of every owner's artifact folder.
+fn sweep_all(root: &Path) {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if e.file_name().to_string_lossy().starts_with("o-") {
+            if let Ok(store) = CodeTools::artifacts_in(e.path()) {
+                store.sweep();
+            }
+        }
+    }
+}
+
 /// Routes relative to `/api`. The path is a wildcard (files sit in folders), which utoipa's
 /// route macro would register as one segment, so the route is added by hand.
 pub fn routes() -> crate::server::auth::Routes {
@@ -190,12 +236,21 @@ pub fn routes() -> crate::server::auth::Routes {
               (status = 404, body = PlainErrorBody, description = "Unknown or expired run, or no such file")))]
 pub async fn artifact(
     State(st): State<Shared>,
+    caller: Caller,
     UrlPath((run_id, path)): UrlPath<(String, String)>,
 ) -> Result<Response, PlainError> {
-    let store = st.code.artifacts.clone();
-    let a = tokio::task::spawn_blocking(move || store.open(&run_id, &path))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    // Only the caller's own folder is looked in: another principal's run is not found.
+    let dir = st.code.artifacts_dir(caller.owner());
+    let a = tokio::task::spawn_blocking(move || {
+        if !dir.is_dir() {
+            return Err(weft_sandbox::Error::NotFound(format!(
+                "artifact run {run_id}"
+            )));
+        }
+        CodeTools::artifacts_in(dir)?.open(&run_id, &path)
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))??;
     // A header value must be visible ASCII; the name is only a hint for the browser.
     let safe: String = a
         .file_name

@@ -13,17 +13,27 @@ use weft_sandbox::{ToolLoop, Workspace};
 
 use super::agent::Agent;
 use super::types::SkillFields;
+use super::CodeTools;
 use crate::registry::Lease;
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 
-/// Where a request's built-in calls run.
+/// Where a request's built-in calls run, and whose they are (the owner: the principal whose
+/// artifacts the calls' files become; a session workspace is keyed by owner and session).
 #[derive(Clone, Debug)]
 pub enum Scope {
-    /// A private workspace deleted after the response (OpenAI, Ollama).
-    Request,
-    /// The chat-UI session's workspace, kept until the session is deleted.
-    Session(String),
+    /// A private workspace deleted after the response (OpenAI, Ollama), of this owner.
+    Request(String),
+    /// The chat-UI session's workspace (owner, session id), kept until the session is deleted.
+    Session(String, String),
+}
+
+impl Scope {
+    pub fn owner(&self) -> &str {
+        match self {
+            Scope::Request(o) | Scope::Session(o, _) => o,
+        }
+    }
 }
 
 /// The result of [`plan`].
@@ -74,8 +84,9 @@ pub async fn plan(
     // Reading the skills folders and making a workspace touch the disk: off the async workers.
     let skills = st.code.skills.clone();
     let want_workspace = code || skill_tools;
-    let request_scope = matches!(scope, Scope::Request);
-    let (selected, others, ws) = tokio::task::spawn_blocking(move || {
+    let request_scope = matches!(scope, Scope::Request(_));
+    let artifacts_dir = st.code.artifacts_dir(scope.owner());
+    let (selected, others, ws, artifacts) = tokio::task::spawn_blocking(move || {
         let selected = skills.select(&names)?;
         let others: Vec<Skill> = if discovery && skill_tools {
             skills
@@ -91,7 +102,11 @@ pub async fn plan(
             true => Some(Arc::new(Workspace::temporary()?)),
             false => None,
         };
-        Ok::<_, weft_sandbox::Error>((selected, others, ws))
+        let artifacts = match want_workspace {
+            true => Some(CodeTools::artifacts_in(artifacts_dir)?),
+            false => None,
+        };
+        Ok::<_, weft_sandbox::Error>((selected, others, ws, artifacts))
     })
     .await
     .map_err(|e| ApiError::internal(e.to_string()))??;
@@ -106,11 +121,13 @@ pub async fn plan(
             agent: None,
         });
     }
-    let ws = match (ws, scope) {
+    let ws = match (ws, &scope) {
         (Some(ws), _) => ws,
-        (None, Scope::Session(sid)) => st.code.session_workspace(&sid).await?,
-        (None, Scope::Request) => unreachable!("a request workspace is made above"),
+        (None, Scope::Session(owner, sid)) => st.code.session_workspace(owner, sid).await?,
+        (None, Scope::Request(_)) => unreachable!("a request workspace is made above"),
     };
+    let artifacts =
+        artifacts.ok_or_else(|| ApiError::internal("no artifact store for the workspace"))?;
     let mut lp = ToolLoop::new(st.code.loop_sandbox()?, ws);
     if skill_tools {
         lp = lp.with_skills(st.code.skills.clone());
@@ -129,7 +146,7 @@ pub async fn plan(
     lp.slots = Some(st.code.runs.clone());
     Ok(Plan {
         system,
-        agent: Some(Agent::new(lp, st.code.artifacts.clone())),
+        agent: Some(Agent::new(lp, artifacts)),
     })
 }
 

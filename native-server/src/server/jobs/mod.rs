@@ -10,6 +10,11 @@
 //! Jobs are kept in the admin storage (`persist.rs`): the list survives a restart, and replicas
 //! sharing a database list, show and cancel each other's jobs.
 //!
+//! Each job records the principal that started it (its `owner`), and only that principal sees
+//! it: another one's job id is a 404 like an unknown one, and the list holds the caller's own
+//! jobs. An admin reaches everyone's only by asking: `?owner=all` (or `?owner=KEY_ID`) on the
+//! list, the job and its cancel.
+//!
 //! Files: `work.rs` (the jobs' work and the registry hook), `persist.rs` (the database copy,
 //! cancel across replicas, interrupted jobs), `ollama_pull.rs`, `ollama_create.rs` (blobs and
 //! `/api/create` with files).
@@ -19,20 +24,22 @@ mod ollama_pull;
 mod persist;
 mod work;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::caller::Caller;
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
 use super::state::Shared;
 use crate::store::{ConvertRequest, ImportRequest, PullRequest, QuantizeRequest};
 pub use ollama_create::create_from_files;
+pub use persist::Whose;
 pub use work::ModelJobs;
 
 type Res<T> = Result<T, PlainError>;
@@ -86,54 +93,116 @@ type Started = Res<(StatusCode, Json<JobAccepted>)>;
     request_body(content = inline(Object), description = "{model: URL or hf.co/OWNER/REPO:FILE, name?, sha256?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody),
               (status = 503, body = PlainErrorBody)))]
-async fn pull(State(st): State<Shared>, ApiJson(req): ApiJson<PullRequest>) -> Started {
-    Ok(accepted(st.jobs()?.submit_pull(req)?))
+async fn pull(State(st): State<Shared>, c: Caller, ApiJson(req): ApiJson<PullRequest>) -> Started {
+    Ok(accepted(st.jobs()?.submit_pull(c.owner(), req)?))
 }
 
 #[utoipa::path(post, path = "/models/import", tag = "admin",
     request_body(content = inline(Object), description = "{path, name?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
-async fn import(State(st): State<Shared>, ApiJson(req): ApiJson<ImportRequest>) -> Started {
-    Ok(accepted(st.jobs()?.submit_import(req)?))
+async fn import(
+    State(st): State<Shared>,
+    c: Caller,
+    ApiJson(req): ApiJson<ImportRequest>,
+) -> Started {
+    Ok(accepted(st.jobs()?.submit_import(c.owner(), req)?))
 }
 
 #[utoipa::path(post, path = "/models/quantize", tag = "admin",
     request_body(content = inline(Object), description = "{model, name, type, allow_requantize?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
-async fn quantize(State(st): State<Shared>, ApiJson(req): ApiJson<QuantizeRequest>) -> Started {
-    Ok(accepted(st.jobs()?.submit_quantize(req)?))
+async fn quantize(
+    State(st): State<Shared>,
+    c: Caller,
+    ApiJson(req): ApiJson<QuantizeRequest>,
+) -> Started {
+    Ok(accepted(st.jobs()?.submit_quantize(c.owner(), req)?))
 }
 
 #[utoipa::path(post, path = "/models/convert", tag = "admin",
     request_body(content = inline(Object), description = "{path: a Hugging Face folder inside the import roots, name?, type? (default F16)}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
-async fn convert(State(st): State<Shared>, ApiJson(req): ApiJson<ConvertRequest>) -> Started {
-    Ok(accepted(st.jobs()?.submit_convert(req)?))
+async fn convert(
+    State(st): State<Shared>,
+    c: Caller,
+    ApiJson(req): ApiJson<ConvertRequest>,
+) -> Started {
+    Ok(accepted(st.jobs()?.submit_convert(c.owner(), req)?))
 }
 
 fn missing(id: &str) -> PlainError {
     PlainError(ApiError::not_found(format!("no job {id:?}")))
 }
 
+/// `?owner=` of the job routes: whose jobs an admin reaches besides its own.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct OwnerQuery {
+    /// `all`: every principal's jobs; a key id (or `env`, `open`): that principal's. Admins
+    /// only; without it, the caller's own jobs.
+    pub owner: Option<String>,
+}
+
+impl OwnerQuery {
+    /// Whose jobs `caller` reaches with this filter (403 for a filter from a non-admin).
+    pub fn whose(&self, caller: &Caller) -> Result<Whose, ApiError> {
+        match self.owner.as_deref().filter(|o| !o.is_empty()) {
+            None => Ok(Whose::Of(caller.owner().to_string())),
+            Some(o) if caller.owns(o) => Ok(Whose::Of(o.to_string())),
+            Some(_) if !caller.is_admin() => Err(ApiError::forbidden(
+                "only an admin may reach other principals' jobs (?owner=)",
+            )),
+            Some("all") => Ok(Whose::All),
+            Some(o) => Ok(Whose::Of(o.to_string())),
+        }
+    }
+}
+
 #[utoipa::path(get, path = "/models/jobs/{job_id}", tag = "admin",
-    params(("job_id" = String, Path, description = "A job id")),
+    params(("job_id" = String, Path, description = "A job id"), OwnerQuery),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
-async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
-    let job = st.jobs()?.job(&id).await?.ok_or_else(|| missing(&id))?;
+async fn job(
+    State(st): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Res<Json<Value>> {
+    let whose = q.whose(&caller)?;
+    let job = st
+        .jobs()?
+        .job(&whose, &id)
+        .await?
+        .ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }
 
-#[utoipa::path(get, path = "/jobs", tag = "admin", responses((status = 200, body = JobList)))]
-async fn list(State(st): State<Shared>) -> Res<Json<JobList>> {
+#[utoipa::path(get, path = "/jobs", tag = "admin", params(OwnerQuery),
+    responses((status = 200, body = JobList), (status = 403, body = PlainErrorBody)))]
+async fn list(
+    State(st): State<Shared>,
+    caller: Caller,
+    Query(q): Query<OwnerQuery>,
+) -> Res<Json<JobList>> {
+    let whose = q.whose(&caller)?;
     Ok(Json(JobList {
-        jobs: st.jobs()?.list().await?,
+        jobs: st.jobs()?.list(&whose).await?,
     }))
 }
 
 #[utoipa::path(post, path = "/jobs/{id}/cancel", tag = "admin",
-    params(("id" = String, Path, description = "A job id")),
+    params(("id" = String, Path, description = "A job id"), OwnerQuery),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
-async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Res<Json<Value>> {
-    let job = st.jobs()?.cancel(&id).await?.ok_or_else(|| missing(&id))?;
+async fn cancel(
+    State(st): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<OwnerQuery>,
+) -> Res<Json<Value>> {
+    let whose = q.whose(&caller)?;
+    let job = st
+        .jobs()?
+        .cancel(&whose, &id)
+        .await?
+        .ok_or_else(|| missing(&id))?;
     Ok(Json(serde_json::to_value(job).unwrap_or_default()))
 }

@@ -139,6 +139,7 @@ fn plain_name(n: &str) -> bool {
 /// `/api/create` with `files` (see the module comment).
 pub async fn create_from_files(
     st: &Shared,
+    owner: &str,
     name: String,
     files: Option<Value>,
     quantize: Option<String>,
@@ -191,7 +192,7 @@ pub async fn create_from_files(
         r#type: quantize,
         threads: None,
     };
-    let job = jobs.submit_convert_of(req, Some(folder))?;
+    let job = jobs.submit_convert_of(owner, req, Some(folder))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     let runner = jobs.runner.clone();
     tokio::task::spawn_blocking(move || {

@@ -16,6 +16,7 @@ use utoipa::ToSchema;
 
 use super::Res;
 use crate::jobs::{Job, JobStatus};
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::state::Shared;
@@ -93,14 +94,21 @@ fn line(j: &Job) -> Option<PullLine> {
 #[utoipa::path(post, path = "/pull", tag = "ollama", request_body = PullBody,
     responses((status = 200, description = "NDJSON progress lines (status, digest, total, completed), or the last one when stream is false"),
               (status = 400, body = PlainErrorBody), (status = 503, body = PlainErrorBody)))]
-pub(super) async fn pull(State(st): State<Shared>, ApiJson(b): ApiJson<PullBody>) -> Res<Response> {
+pub(super) async fn pull(
+    State(st): State<Shared>,
+    caller: Caller,
+    ApiJson(b): ApiJson<PullBody>,
+) -> Res<Response> {
     let jobs = st.jobs()?.clone();
     let job = jobs
-        .submit_pull(PullRequest {
-            reference: b.model,
-            name: b.save_as,
-            sha256: b.sha256,
-        })
+        .submit_pull(
+            caller.owner(),
+            PullRequest {
+                reference: b.model,
+                name: b.save_as,
+                sha256: b.sha256,
+            },
+        )
         .map_err(PlainError)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<String>(64);
     let runner = jobs.runner.clone();

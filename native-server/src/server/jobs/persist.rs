@@ -167,6 +167,7 @@ fn to_row(j: &Job, owner: &str, owner_lock: i64) -> JobRow {
         owner: owner.to_string(),
         owner_lock,
         cancel_requested: false,
+        principal: j.owner.clone(),
     }
 }
 
@@ -192,8 +193,26 @@ fn from_row(r: JobRow) -> Option<Job> {
         started_at: r.started_at,
         finished_at: r.finished_at,
         cancel_requested: r.cancel_requested,
+        owner: r.principal,
         version: 0,
     })
+}
+
+/// Whose jobs a request reaches: one principal's (the caller's own, or the one an admin
+/// named), or, for an admin who asked with `?owner=all`, everyone's.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Whose {
+    Of(String),
+    All,
+}
+
+impl Whose {
+    pub fn sees(&self, j: &Job) -> bool {
+        match self {
+            Whose::All => true,
+            Whose::Of(p) => &j.owner == p,
+        }
+    }
 }
 
 fn storage_error(e: weft_storage::StorageError) -> ApiError {
@@ -290,26 +309,36 @@ impl ModelJobs {
         }
     }
 
-    /// One job: this process's own, else the database's.
-    pub async fn job(&self, id: &str) -> Result<Option<Job>, ApiError> {
+    /// One job of `whose`: this process's own, else the database's. None also for a job of
+    /// another principal (its existence is not told).
+    pub async fn job(&self, whose: &Whose, id: &str) -> Result<Option<Job>, ApiError> {
         if let Some(j) = self.runner.get(id) {
-            return Ok(Some(j));
+            return Ok(Some(j).filter(|j| whose.sees(j)));
         }
         let Some(storage) = self.storage.get() else {
             return Ok(None);
         };
         let row = storage.job(id).await.map_err(storage_error)?;
-        Ok(row.and_then(from_row))
+        Ok(row.and_then(from_row).filter(|j| whose.sees(j)))
     }
 
-    /// Every job, oldest first: the database's newest, with this process's own (fresher)
-    /// laid over them.
-    pub async fn list(&self) -> Result<Vec<Job>, ApiError> {
-        let local = self.runner.list();
+    /// The jobs of `whose`, oldest first: the database's newest, with this process's own
+    /// (fresher) laid over them.
+    pub async fn list(&self, whose: &Whose) -> Result<Vec<Job>, ApiError> {
+        let local: Vec<Job> = self
+            .runner
+            .list()
+            .into_iter()
+            .filter(|j| whose.sees(j))
+            .collect();
         let Some(storage) = self.storage.get() else {
             return Ok(local);
         };
-        let rows = storage.jobs(KEEP).await.map_err(storage_error)?;
+        let rows = match whose {
+            Whose::All => storage.jobs(KEEP).await,
+            Whose::Of(p) => storage.jobs_of(p, KEEP).await,
+        }
+        .map_err(storage_error)?;
         let mut all: HashMap<String, Job> = rows
             .into_iter()
             .filter_map(from_row)
@@ -325,8 +354,11 @@ impl ModelJobs {
 
     /// Cancels a job of this process at once (a queued one) or at its next check (a running
     /// one); a job of another replica is asked to stop through the database, and its owner
-    /// stops it within about a second. None when there is no such job.
-    pub async fn cancel(&self, id: &str) -> Result<Option<Job>, ApiError> {
+    /// stops it within about a second. None when `whose` has no such job.
+    pub async fn cancel(&self, whose: &Whose, id: &str) -> Result<Option<Job>, ApiError> {
+        if self.job(whose, id).await?.is_none() {
+            return Ok(None);
+        }
         if self.runner.get(id).is_some() {
             return Ok(self.runner.cancel(id));
         }

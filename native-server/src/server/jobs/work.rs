@@ -14,7 +14,8 @@ use crate::store::{
     Store, StoreError,
 };
 
-/// The job runner and the store the jobs write into.
+/// The job runner and the store the jobs write into. Every job records the principal that
+/// asked for it (`owner` of the `submit_*` calls).
 pub struct ModelJobs {
     pub runner: Arc<JobRunner>,
     pub store: Store,
@@ -47,7 +48,7 @@ impl ModelJobs {
     }
 
     /// Starts a pull (400 for a reference or name that cannot work).
-    pub fn submit_pull(&self, req: PullRequest) -> Result<Job, ApiError> {
+    pub fn submit_pull(&self, owner: &str, req: PullRequest) -> Result<Job, ApiError> {
         let r = req.reference.trim();
         if r.is_empty() {
             return Err(ApiError::invalid(
@@ -70,7 +71,8 @@ impl ModelJobs {
         // Stored and shown by /api/v1/jobs: without the URL's credentials.
         let request = json!({"model": store::pull_policy::redact(&req.reference),
                              "name": req.name, "sha256": req.sha256});
-        Ok(self.runner.submit(
+        Ok(self.runner.submit_as(
+            owner,
             JobKind::Pull,
             request,
             ProgressUnit::Bytes,
@@ -94,14 +96,15 @@ impl ModelJobs {
     }
 
     /// Starts an import (400 for a path outside the import roots or a bad name).
-    pub fn submit_import(&self, req: ImportRequest) -> Result<Job, ApiError> {
+    pub fn submit_import(&self, owner: &str, req: ImportRequest) -> Result<Job, ApiError> {
         checked_path(&req.path, Some(&self.store.import_roots)).map_err(to_api)?;
         if let Some(n) = &req.name {
             names::check_new(n)?;
         }
         let store = self.store.clone();
         let request = json!({"path": req.path, "name": req.name});
-        Ok(self.runner.submit(
+        Ok(self.runner.submit_as(
+            owner,
             JobKind::Import,
             request,
             ProgressUnit::Bytes,
@@ -119,7 +122,7 @@ impl ModelJobs {
     }
 
     /// Starts a quantization of a model of the store (400 for an unknown type or name).
-    pub fn submit_quantize(&self, req: QuantizeRequest) -> Result<Job, ApiError> {
+    pub fn submit_quantize(&self, owner: &str, req: QuantizeRequest) -> Result<Job, ApiError> {
         req.r#type
             .parse::<weft_core::quantize::FileType>()
             .map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -129,7 +132,8 @@ impl ModelJobs {
         let store = self.store.clone();
         let request = json!({"model": req.source, "name": req.target, "type": req.r#type,
                              "allow_requantize": req.allow_requantize});
-        Ok(self.runner.submit(
+        Ok(self.runner.submit_as(
+            owner,
             JobKind::Quantize,
             request,
             ProgressUnit::Bytes,
@@ -149,14 +153,15 @@ impl ModelJobs {
 
     /// Starts a conversion of a Hugging Face folder inside the import roots (400 for a path
     /// outside them, a folder of an unknown family, an unknown type or a bad name).
-    pub fn submit_convert(&self, req: ConvertRequest) -> Result<Job, ApiError> {
-        self.submit_convert_of(req, None)
+    pub fn submit_convert(&self, owner: &str, req: ConvertRequest) -> Result<Job, ApiError> {
+        self.submit_convert_of(owner, req, None)
     }
 
     /// Like [`ModelJobs::submit_convert`]; `scratch`, a folder made for this job only (Ollama's
     /// `/api/create` with files), is removed when the job ends, and on a 400.
     pub fn submit_convert_of(
         &self,
+        owner: &str,
         mut req: ConvertRequest,
         scratch: Option<PathBuf>,
     ) -> Result<Job, ApiError> {
@@ -179,7 +184,8 @@ impl ModelJobs {
         }
         let store = self.store.clone();
         let request = json!({"path": req.path, "name": req.target, "type": req.r#type});
-        Ok(self.runner.submit(
+        Ok(self.runner.submit_as(
+            owner,
             JobKind::Convert,
             request,
             ProgressUnit::Bytes,

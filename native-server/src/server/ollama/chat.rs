@@ -8,6 +8,7 @@ use super::respond::{load_or_unload, respond, Reply, Shape};
 use super::tool_loop::LoopRequest;
 use super::types::{think_switch, ChatRequest, Frame, OllamaMessage};
 use super::Res;
+use crate::server::auth::caller::Caller;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::{structured, tools};
@@ -20,12 +21,16 @@ use crate::server::state::Shared;
     responses((status = 200, description = "NDJSON frames, or one frame when stream is false",
                content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
-pub async fn chat_alias(State(st): State<Shared>, ApiJson(b): ApiJson<ChatRequest>) -> Res {
-    chat(st, b).await
+pub async fn chat_alias(
+    State(st): State<Shared>,
+    caller: Caller,
+    ApiJson(b): ApiJson<ChatRequest>,
+) -> Res {
+    chat(st, caller, b).await
 }
 
-/// The Ollama chat.
-pub async fn chat(st: Shared, b: ChatRequest) -> Res {
+/// The Ollama chat of `caller` (the owner of the files its built-in calls write).
+pub async fn chat(st: Shared, caller: Caller, b: ChatRequest) -> Res {
     if b.messages.as_ref().is_some_and(Vec::is_empty) {
         // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
         return load_or_unload(&st, b.model.as_deref(), b.keep_alive.as_ref(), Shape::Chat).await;
@@ -50,7 +55,8 @@ pub async fn chat(st: Shared, b: ChatRequest) -> Res {
     let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
     // Built-in tools join a free answer, not one constrained to a JSON format.
     let free = structured::ollama_format(b.format.as_ref())?.is_none();
-    let plan = plan::plan(&st, &m, &b.skills, Scope::Request, free).await?;
+    let scope = Scope::Request(caller.owner().to_string());
+    let plan = plan::plan(&st, &m, &b.skills, scope, free).await?;
     let messages = plan.messages(&m, &messages);
     if let Some(agent) = plan.agent {
         let client = tools

@@ -253,14 +253,21 @@ pub fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
     responses((status = 200, description = "Status lines (NDJSON), or one when stream is false",
                content((Status = "application/x-ndjson"), (Status = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
-async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRequest>) -> Res {
+async fn create(
+    State(st): State<Shared>,
+    caller: Caller,
+    ApiJson(b): ApiJson<CreateRequest>,
+) -> Res {
     let name = b
         .model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
     if b.files.is_some() && b.from.is_none() {
-        return crate::server::jobs::create_from_files(&st, name, b.files, b.quantize, b.stream)
-            .await;
+        let owner = caller.owner();
+        return crate::server::jobs::create_from_files(
+            &st, owner, name, b.files, b.quantize, b.stream,
+        )
+        .await;
     }
     let unsupported = [
         ("files", b.files.is_some()),

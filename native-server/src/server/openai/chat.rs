@@ -17,6 +17,7 @@ use super::types::{
 };
 use super::Res;
 use crate::registry::{Lease, Loaded};
+use crate::server::auth::caller::Caller;
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
@@ -110,7 +111,11 @@ const ROLES: [&str; 6] = [
          content((ChatCompletion = "application/json"), (ChatCompletionChunk = "text/event-stream"))),
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody),
         (status = 429, body = OpenAiErrorBody)))]
-pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatRequest>) -> Res {
+pub async fn chat(
+    State(st): State<Shared>,
+    caller: Caller,
+    OpenAiJson(b): OpenAiJson<ChatRequest>,
+) -> Res {
     let messages = b
         .messages
         .as_deref()
@@ -136,7 +141,9 @@ pub async fn chat(State(st): State<Shared>, OpenAiJson(b): OpenAiJson<ChatReques
     let free = tool_choice::parse(b.tool_choice.as_ref())? != ToolChoice::None
         && forced.is_none()
         && json.is_none();
-    let plan = plan::plan(&st, &m, &b.skills, Scope::Request, free).await?;
+    // The files the built-in calls write become the caller's artifacts.
+    let scope = Scope::Request(caller.owner().to_string());
+    let plan = plan::plan(&st, &m, &b.skills, scope, free).await?;
     let messages = plan.messages(&m, messages);
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;

@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::sessions::DEFAULT_SESSION;
+use super::sessions::default_session;
 use crate::server::error::ApiError;
 use crate::server::state::Shared;
 use crate::server::uploads::store::Store;
@@ -35,8 +35,9 @@ fn non_empty(v: Option<&Value>) -> bool {
     }
 }
 
-/// The request body with its files inlined (unchanged when it names none).
-pub async fn apply(st: &Shared, mut v: Value) -> Result<Value, ApiError> {
+/// The request body with its files inlined (unchanged when it names none); only `owner`'s
+/// uploads are found.
+pub async fn apply(st: &Shared, owner: &str, mut v: Value) -> Result<Value, ApiError> {
     let model = v
         .get("model")
         .or_else(|| v.get("modelName"))
@@ -72,16 +73,18 @@ pub async fn apply(st: &Shared, mut v: Value) -> Result<Value, ApiError> {
     let sid = v
         .get("sessionId")
         .and_then(Value::as_str)
-        .unwrap_or(DEFAULT_SESSION)
-        .to_string();
+        .map(str::to_string)
+        .unwrap_or_else(|| default_session(owner));
     let store = st.uploads.store.clone();
-    tokio::task::spawn_blocking(move || inline_all(&store, &sid, v, top))
+    let owner = owner.to_string();
+    tokio::task::spawn_blocking(move || inline_all(&store, &owner, &sid, v, top))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
 fn inline_all(
     store: &Store,
+    owner: &str,
     sid: &str,
     mut v: Value,
     top: Option<Value>,
@@ -119,7 +122,7 @@ fn inline_all(
         };
         let mut blocks = Vec::new();
         for name in &paths {
-            let (meta, text) = store.text(sid, name).ok_or_else(|| {
+            let (meta, text) = store.text(owner, sid, name).ok_or_else(|| {
                 ApiError::invalid(format!(
                     "textFilePaths: no upload {name:?} in this session (upload it with POST \
                      /api/upload and the same sessionId)"

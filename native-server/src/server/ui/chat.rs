@@ -9,9 +9,10 @@ use axum::extract::State;
 use weft_core::chat::{self, Message};
 use weft_core::scheduler::{Event, Finish, Summary};
 
-use super::sessions::DEFAULT_SESSION;
+use super::sessions::{default_session, unknown};
 use super::tool_loop::LoopRequest;
 use super::types::{DoneFrame, UiChatRequest, UiFrame, UiToolCall};
+use crate::server::auth::caller::Caller;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
@@ -30,9 +31,13 @@ type Res = Result<axum::response::Response, PlainError>;
     responses((status = 200, description = "SSE frames: token, thinking, then done",
                content((UiFrame = "text/event-stream"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
-pub async fn ui_chat(State(st): State<Shared>, ApiJson(v): ApiJson<serde_json::Value>) -> Res {
-    let v = super::attachments::apply(&st, v).await?;
-    chat(st, crate::server::extract::from_value(v)?).await
+pub async fn ui_chat(
+    State(st): State<Shared>,
+    caller: Caller,
+    ApiJson(v): ApiJson<serde_json::Value>,
+) -> Res {
+    let v = super::attachments::apply(&st, caller.owner(), v).await?;
+    chat(st, caller, crate::server::extract::from_value(v)?).await
 }
 
 fn same(a: &Message, b: &Message) -> bool {
@@ -57,10 +62,11 @@ pub(super) fn text_frames(thinking: String, answer: String, reply: &mut String) 
     out
 }
 
-/// Records the finished turn as the session's conversation (with the client's tool calls the
-/// reply made, so the next turn can answer them with `tool` messages).
+/// Records the finished turn as the conversation of `owner`'s session (with the client's tool
+/// calls the reply made, so the next turn can answer them with `tool` messages).
 pub(super) fn remember(
     st: &AppState,
+    owner: &str,
     sid: &str,
     conversation: &[Message],
     reply: &str,
@@ -84,7 +90,8 @@ pub(super) fn remember(
     }
     let mut h = conversation.to_vec();
     h.push(message);
-    st.sessions.save(sid, h, sid == DEFAULT_SESSION);
+    st.sessions
+        .save(owner, sid, h, sid == default_session(owner));
 }
 
 /// The frame of the client's calls, when the reply made any.
@@ -154,8 +161,11 @@ pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
     })))
 }
 
-/// The chat-UI chat, from a parsed body.
-pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
+/// The chat-UI chat of `caller`, from a parsed body: only the caller's own sessions (another
+/// principal's id is a 404 like an unknown one), its own default session when none is named.
+pub async fn chat(st: Shared, caller: Caller, b: UiChatRequest) -> Res {
+    let owner = caller.owner().to_string();
+    let default = default_session(&owner);
     let m = st.lease(b.model.as_deref(), None).await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
         Some(t) => Some(ClientTools {
@@ -164,24 +174,16 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
         }),
         None => None,
     };
-    let sid = b
-        .session_id
-        .clone()
-        .unwrap_or_else(|| DEFAULT_SESSION.into());
+    let sid = b.session_id.clone().unwrap_or_else(|| default.clone());
     let new = b.messages.unwrap_or_default();
     if new.is_empty() {
         return Err(ApiError::invalid("messages must not be empty").into());
     }
     let conversation = {
-        let hist = match st.sessions.get(&sid).await? {
+        let hist = match st.sessions.get(&owner, &sid).await? {
             Some(h) => h,
-            None if sid == DEFAULT_SESSION => Vec::new(),
-            None => {
-                return Err(ApiError::not_found(format!(
-                    "unknown session {sid:?}; create one with POST /api/sessions"
-                ))
-                .into())
-            }
+            None if sid == default => Vec::new(),
+            None => return Err(unknown(&sid).into()),
         };
         let hist = if b.new_chat { Vec::new() } else { hist };
         let starts_with_hist =
@@ -192,7 +194,8 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
             hist.iter().cloned().chain(new).collect()
         }
     };
-    let plan = plan::plan(&st, &m, &b.skills, Scope::Session(sid.clone()), true).await?;
+    let scope = Scope::Session(owner.clone(), sid.clone());
+    let plan = plan::plan(&st, &m, &b.skills, scope, true).await?;
     let for_model = plan.messages(&m, &conversation);
     let req_sampling = SamplingFields {
         temperature: b.temperature,
@@ -206,6 +209,7 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
     let sampling = st.resolve_sampling(&req_sampling, Default::default())?;
     if let Some(agent) = plan.agent {
         let r = LoopRequest {
+            owner,
             sid,
             conversation,
             for_model,
@@ -244,7 +248,7 @@ pub async fn chat(st: Shared, b: UiChatRequest) -> Res {
                 let mut out = text_frames(thinking, answer, &mut reply);
                 out.extend(calls_frame(&calls));
                 if s.finish != Finish::Cancelled {
-                    remember(&st2, &sid, &conversation, &reply, &calls);
+                    remember(&st2, &owner, &sid, &conversation, &reply, &calls);
                 }
                 out.push(done_frame(&s, elapsed, &sid));
                 (out, true)

@@ -7,7 +7,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use weft_core::chat::Message;
 
-use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::auth::caller::Caller;
+use crate::server::error::{PlainError, PlainErrorBody};
 use crate::server::state::Shared;
 
 /// A session and its conversation (files already inlined into the user messages).
@@ -24,13 +25,14 @@ pub struct SessionHistory {
     responses((status = 200, body = SessionHistory), (status = 404, body = PlainErrorBody)))]
 pub async fn history(
     State(st): State<Shared>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionHistory>, PlainError> {
-    match st.sessions.get(&id).await? {
+    match st.sessions.get(caller.owner(), &id).await? {
         Some(messages) => Ok(Json(SessionHistory {
             session_id: id,
             messages,
         })),
-        None => Err(ApiError::not_found(format!("unknown session {id:?}")).into()),
+        None => Err(super::sessions::unknown(&id).into()),
     }
 }

@@ -14,7 +14,7 @@ pub mod types;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use sessions::DEFAULT_SESSION;
+pub use sessions::{default_session, unknown as unknown_session};
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
 pub fn routes() -> crate::server::auth::Routes {

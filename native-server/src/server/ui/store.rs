@@ -5,6 +5,9 @@
 //! database; so writes go through one writer task, in order, and until a session's writes have
 //! landed this replica answers reads of it from memory (`pending`). A reply's next turn on the
 //! same replica therefore always sees it; another replica sees it once written (milliseconds).
+//!
+//! Every session has an owner (the principal that made it) and every call names the caller:
+//! another owner's session is answered as missing, in memory as in the database.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,12 +19,19 @@ use weft_storage::Storage;
 
 use crate::server::error::ApiError;
 
+/// A session as the store keys it: (owner, id).
+type Key = (String, String);
+
+fn key(owner: &str, id: &str) -> Key {
+    (owner.to_string(), id.to_string())
+}
+
 /// What the writer task does, in arrival order.
 enum Write {
-    Create(String, oneshot::Sender<Result<bool, String>>),
+    Create(Key, oneshot::Sender<Result<bool, String>>),
     /// The conversation; whether a missing session is made (the default session's first turn).
-    Save(String, Vec<Message>, bool),
-    Delete(String, oneshot::Sender<Result<bool, String>>),
+    Save(Key, Vec<Message>, bool),
+    Delete(Key, oneshot::Sender<Result<bool, String>>),
     /// Answers once every earlier write has landed.
     Flush(oneshot::Sender<()>),
 }
@@ -35,7 +45,7 @@ struct Pending {
 /// The chat-UI sessions (see the module comment).
 pub struct Sessions {
     storage: Storage,
-    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    pending: Arc<Mutex<HashMap<Key, Pending>>>,
     writer: OnceLock<mpsc::UnboundedSender<Write>>,
 }
 
@@ -48,10 +58,10 @@ impl Sessions {
         }
     }
 
-    /// Starts a new, empty session.
-    pub async fn create(&self, id: &str) -> Result<(), ApiError> {
+    /// Starts a new, empty session of `owner`.
+    pub async fn create(&self, owner: &str, id: &str) -> Result<(), ApiError> {
         let (tx, rx) = oneshot::channel();
-        self.send(Write::Create(id.to_string(), tx));
+        self.send(Write::Create(key(owner, id), tx));
         match rx.await {
             Ok(Ok(true)) => Ok(()),
             Ok(Ok(false)) => Err(ApiError::internal(format!("session id {id} exists"))),
@@ -60,14 +70,14 @@ impl Sessions {
         }
     }
 
-    /// A session's conversation, or None when there is no such session.
-    pub async fn get(&self, id: &str) -> Result<Option<Vec<Message>>, ApiError> {
-        if let Some(p) = self.lock().get(id) {
+    /// The conversation of `owner`'s session, or None when `owner` has no such session.
+    pub async fn get(&self, owner: &str, id: &str) -> Result<Option<Vec<Message>>, ApiError> {
+        if let Some(p) = self.lock().get(&key(owner, id)) {
             return Ok(Some(p.messages.clone()));
         }
         let stored = self
             .storage
-            .session_messages(id)
+            .session_messages(id, owner)
             .await
             .map_err(|e| ApiError::internal(format!("reading session {id}: {e}")))?;
         stored
@@ -83,36 +93,37 @@ impl Sessions {
             .transpose()
     }
 
-    /// Whether a session exists (without reading its conversation).
-    pub async fn exists(&self, id: &str) -> Result<bool, ApiError> {
-        if self.lock().contains_key(id) {
+    /// Whether `owner` has a session `id` (without reading its conversation).
+    pub async fn exists(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
+        if self.lock().contains_key(&key(owner, id)) {
             return Ok(true);
         }
         self.storage
-            .session_exists(id)
+            .session_exists(id, owner)
             .await
             .map_err(|e| ApiError::internal(format!("reading session {id}: {e}")))
     }
 
-    /// Records a session's conversation without waiting; a missing session is made only with
-    /// `create` (else a reply that ends after its session was deleted would bring it back).
-    pub fn save(&self, id: &str, messages: Vec<Message>, create: bool) {
+    /// Records the conversation of `owner`'s session without waiting; a missing session is
+    /// made only with `create` (else a reply that ends after its session was deleted would
+    /// bring it back).
+    pub fn save(&self, owner: &str, id: &str, messages: Vec<Message>, create: bool) {
         {
             let mut p = self.lock();
-            let e = p.entry(id.to_string()).or_insert(Pending {
+            let e = p.entry(key(owner, id)).or_insert(Pending {
                 writes: 0,
                 messages: Vec::new(),
             });
             e.writes += 1;
             e.messages = messages.clone();
         }
-        self.send(Write::Save(id.to_string(), messages, create));
+        self.send(Write::Save(key(owner, id), messages, create));
     }
 
-    /// Deletes a session; false when there was none.
-    pub async fn delete(&self, id: &str) -> Result<bool, ApiError> {
+    /// Deletes `owner`'s session; false when `owner` has none of that id.
+    pub async fn delete(&self, owner: &str, id: &str) -> Result<bool, ApiError> {
         let (tx, rx) = oneshot::channel();
-        self.send(Write::Delete(id.to_string(), tx));
+        self.send(Write::Delete(key(owner, id), tx));
         match rx.await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(e)) => Err(ApiError::internal(format!("deleting session {id}: {e}"))),
@@ -130,7 +141,7 @@ impl Sessions {
         let _ = rx.await;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Pending>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -149,40 +160,38 @@ impl Sessions {
 /// The writer task: applies writes in order.
 async fn write_all(
     storage: Storage,
-    pending: Arc<Mutex<HashMap<String, Pending>>>,
+    pending: Arc<Mutex<HashMap<Key, Pending>>>,
     mut rx: mpsc::UnboundedReceiver<Write>,
 ) {
     while let Some(w) = rx.recv().await {
         match w {
-            Write::Create(id, done) => {
-                let r = storage.create_session(&id).await;
+            Write::Create((owner, id), done) => {
+                let r = storage.create_session(&id, &owner).await;
                 let _ = done.send(r.map_err(|e| e.to_string()));
             }
-            Write::Save(id, messages, create) => {
+            Write::Save(k, messages, create) => {
                 let json: Vec<Value> = messages
                     .iter()
                     .filter_map(|m| serde_json::to_value(m).ok())
                     .collect();
-                if let Err(e) = storage.write_session(&id, &json, create).await {
+                let (owner, id) = &k;
+                if let Err(e) = storage.write_session(id, owner, &json, create).await {
                     tracing::error!(session = %id, "storing the chat session failed: {e}");
                 }
                 let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(e) = p.get_mut(&id) {
+                if let Some(e) = p.get_mut(&k) {
                     e.writes -= 1;
                     if e.writes == 0 {
-                        p.remove(&id);
+                        p.remove(&k);
                     }
                 }
             }
             Write::Flush(done) => {
                 let _ = done.send(());
             }
-            Write::Delete(id, done) => {
-                let r = storage.delete_session(&id).await;
-                pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
+            Write::Delete(k, done) => {
+                let r = storage.delete_session(&k.1, &k.0).await;
+                pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&k);
                 let _ = done.send(r.map_err(|e| e.to_string()));
             }
         }

@@ -20,6 +20,8 @@ use crate::server::stream::{frames, json_frame, sse};
 
 /// Everything the loop needs from the request.
 pub struct LoopRequest {
+    /// Whose session it is.
+    pub owner: String,
     pub sid: String,
     /// The conversation as the session records it.
     pub conversation: Vec<Message>,
@@ -91,7 +93,7 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
     let started = std::time::Instant::now();
     let mut parts = ReplyParts::new(reasoning, None, true);
     let mut shown = String::new();
-    let (sid, conversation) = (r.sid, r.conversation);
+    let (owner, sid, conversation) = (r.owner, r.sid, r.conversation);
     let f = move |step: Option<Step>| -> (Vec<String>, bool) {
         let elapsed = round3(started.elapsed().as_secs_f64());
         match step {
@@ -118,7 +120,7 @@ pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
                 let answer = ReplyParts::new(reasoning, None, false)
                     .whole(&reply.content)
                     .1;
-                remember(&st, &sid, &conversation, &answer, &calls);
+                remember(&st, &owner, &sid, &conversation, &answer, &calls);
                 out.push(done_frame(&o.total(), elapsed, &sid));
                 (out, true)
             }

@@ -1,4 +1,5 @@
-//! `GET /uploads/{name}?sessionId=...`: a stored upload, for the session that uploaded it.
+//! `GET /uploads/{name}?sessionId=...`: a stored upload, for the principal and session that
+//! uploaded it (no `sessionId`: the caller's default session).
 
 use axum::extract::{Path, Query, State};
 use axum::http::header;
@@ -6,9 +7,10 @@ use axum::response::{IntoResponse, Response};
 
 use super::store::valid_name;
 use super::types::SessionQuery;
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::state::Shared;
-use crate::server::ui::DEFAULT_SESSION;
+use crate::server::ui::default_session;
 
 /// Served with `nosniff` and a sandboxing CSP: whatever a file holds, the browser neither
 /// guesses another type nor runs it in this origin.
@@ -21,6 +23,7 @@ use crate::server::ui::DEFAULT_SESSION;
                description = "No such file in this session")))]
 pub async fn download(
     State(st): State<Shared>,
+    caller: Caller,
     Path(name): Path<String>,
     Query(q): Query<SessionQuery>,
 ) -> Result<Response, PlainError> {
@@ -30,10 +33,11 @@ pub async fn download(
         ))
         .into());
     }
-    let sid = q.session_id.unwrap_or_else(|| DEFAULT_SESSION.into());
+    let owner = caller.owner().to_string();
+    let sid = q.session_id.unwrap_or_else(|| default_session(&owner));
     let store = st.uploads.store.clone();
     let found = tokio::task::spawn_blocking(move || {
-        let (path, meta) = store.find(&sid, &name)?;
+        let (path, meta) = store.find(&owner, &sid, &name)?;
         std::fs::read(path).ok().map(|b| (b, meta))
     })
     .await

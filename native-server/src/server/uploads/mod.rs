@@ -1,5 +1,6 @@
 //! File uploads for the chat UI: `POST /api/upload` (multipart, one or more `file` fields) and
-//! `GET /uploads/{name}` (only for the session that uploaded it).
+//! `GET /uploads/{name}` (only for the principal and session that uploaded it; anyone else
+//! gets the 404 of a missing file).
 //!
 //! - `sniff.rs`: what a file is, from its bytes (text, PDF, PNG/JPEG/GIF/WebP; executables and
 //!   archives refused);
@@ -78,12 +79,13 @@ impl Uploads {
         Uploads { cfg, store }
     }
 
-    /// Removes a session's files (off the async workers; called when the session is deleted).
-    pub async fn drop_session(&self, session: &str) {
+    /// Removes the files of `owner`'s session (off the async workers; called when the session
+    /// is deleted).
+    pub async fn drop_session(&self, owner: &str, session: &str) {
         let store = self.store.clone();
-        let session = session.to_string();
+        let (owner, session) = (owner.to_string(), session.to_string());
         // Awaited, so a client told the session is deleted finds its files gone.
-        let _ = tokio::task::spawn_blocking(move || store.drop_session(&session)).await;
+        let _ = tokio::task::spawn_blocking(move || store.drop_session(&owner, &session)).await;
     }
 }
 

@@ -1,9 +1,10 @@
 //! Where uploads live: `DIR/<session key>/<random name>`, with `<name>.json` (what the file is)
 //! and, for PDFs, `<name>.txt` (its extracted text) beside it.
 //!
-//! The session key is a hash of the chat-UI session id, so any id (whatever characters a client
-//! sends) maps to one safe folder name, and owning a file means it is in that folder: a request
-//! naming another session's file finds nothing. Stored names are 128 random bits in hex plus an
+//! The session key is a hash of the owner (the principal that uploaded) and the chat-UI session
+//! id, so any id (whatever characters a client sends) maps to one safe folder name, and owning
+//! a file means it is in that folder: a request naming another session's file, or naming the
+//! same session as another principal, finds nothing. Stored names are 128 random bits in hex plus an
 //! extension; the client's name is only kept in the metadata, never used as a path.
 
 use std::io::Write;
@@ -65,9 +66,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 impl Store {
-    /// The folder of a session's uploads.
-    pub fn session_dir(&self, session: &str) -> PathBuf {
-        let h = Sha256::digest(session.as_bytes());
+    /// The folder of the uploads of `owner`'s session (the NUL keeps ("a", "bc") and
+    /// ("ab", "c") apart: neither part can hold one, owners being key ids and ids being text).
+    pub fn session_dir(&self, owner: &str, session: &str) -> PathBuf {
+        let h = Sha256::digest(format!("{owner}\0{session}").as_bytes());
         self.dir.join(format!("s-{}", hex(&h[..16])))
     }
 
@@ -75,6 +77,7 @@ impl Store {
     /// file). `text`: the extracted text of a PDF.
     pub fn save(
         &self,
+        owner: &str,
         session: &str,
         name: &str,
         bytes: &[u8],
@@ -82,7 +85,7 @@ impl Store {
         meta: &Meta,
     ) -> std::io::Result<()> {
         debug_assert!(valid_name(name));
-        let dir = self.session_dir(session);
+        let dir = self.session_dir(owner, session);
         std::fs::create_dir_all(&dir)?;
         let meta_json = serde_json::to_vec(meta).map_err(std::io::Error::other)?;
         write_atomic(&dir, &format!("{name}.json"), &meta_json)?;
@@ -92,13 +95,13 @@ impl Store {
         write_atomic(&dir, name, bytes)
     }
 
-    /// A session's upload: its path and metadata, or None when the name is not a stored name
-    /// or the session has no such file.
-    pub fn find(&self, session: &str, name: &str) -> Option<(PathBuf, Meta)> {
+    /// An upload of `owner`'s session: its path and metadata, or None when the name is not a
+    /// stored name or the session has no such file.
+    pub fn find(&self, owner: &str, session: &str, name: &str) -> Option<(PathBuf, Meta)> {
         if !valid_name(name) {
             return None;
         }
-        let dir = self.session_dir(session);
+        let dir = self.session_dir(owner, session);
         let path = dir.join(name);
         let meta = std::fs::read(dir.join(format!("{name}.json"))).ok()?;
         let meta: Meta = serde_json::from_slice(&meta).ok()?;
@@ -107,8 +110,8 @@ impl Store {
 
     /// The text the model reads for an upload: the file itself for text, the extracted text
     /// for a PDF (None for a PDF without a text layer and for images).
-    pub fn text(&self, session: &str, name: &str) -> Option<(Meta, Option<String>)> {
-        let (path, meta) = self.find(session, name)?;
+    pub fn text(&self, owner: &str, session: &str, name: &str) -> Option<(Meta, Option<String>)> {
+        let (path, meta) = self.find(owner, session, name)?;
         let text = match meta.kind.as_str() {
             "text" => std::fs::read_to_string(&path).ok(),
             "pdf" => std::fs::read_to_string(path.with_file_name(format!("{name}.txt"))).ok(),
@@ -117,9 +120,9 @@ impl Store {
         Some((meta, text))
     }
 
-    /// Removes every upload of a session.
-    pub fn drop_session(&self, session: &str) {
-        let dir = self.session_dir(session);
+    /// Removes every upload of `owner`'s session.
+    pub fn drop_session(&self, owner: &str, session: &str) {
+        let dir = self.session_dir(owner, session);
         if let Err(e) = std::fs::remove_dir_all(&dir) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 tracing::warn!(dir = %dir.display(), error = %e, "removing a session's uploads");
@@ -173,11 +176,20 @@ mod tests {
             text_pages: None,
             truncated: false,
         };
-        s.save("one", &n, b"hi", None, &meta).unwrap();
-        assert_eq!(s.text("one", &n).unwrap().1.as_deref(), Some("hi"));
-        assert!(s.find("two", &n).is_none());
-        s.drop_session("one");
-        assert!(s.find("one", &n).is_none());
+        s.save("key_a", "one", &n, b"hi", None, &meta).unwrap();
+        assert_eq!(s.text("key_a", "one", &n).unwrap().1.as_deref(), Some("hi"));
+        assert!(s.find("key_a", "two", &n).is_none());
+        assert!(
+            s.find("key_b", "one", &n).is_none(),
+            "another owner, same session id"
+        );
+        s.drop_session("key_b", "one");
+        assert!(
+            s.find("key_a", "one", &n).is_some(),
+            "another owner cannot drop them"
+        );
+        s.drop_session("key_a", "one");
+        assert!(s.find("key_a", "one", &n).is_none());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

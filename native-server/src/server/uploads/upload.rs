@@ -15,9 +15,10 @@ use futures_util::StreamExt;
 use super::sniff::{display_name, sniff, Kind};
 use super::store::{new_name, Meta};
 use super::types::{SessionQuery, UploadReply, UploadedFile};
+use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::state::Shared;
-use crate::server::ui::DEFAULT_SESSION;
+use crate::server::ui::default_session;
 
 /// A file as received.
 struct Received {
@@ -121,6 +122,7 @@ async fn small_field(field: &mut Field<'_>, max: usize, what: &str) -> Result<St
                description = "A corrupt, hostile or too complex PDF")))]
 pub async fn upload(
     State(st): State<Shared>,
+    caller: Caller,
     Query(q): Query<SessionQuery>,
     req: Request,
 ) -> Result<Json<UploadReply>, PlainError> {
@@ -205,13 +207,13 @@ pub async fn upload(
         )
         .into());
     }
-    let sid = session.unwrap_or_else(|| DEFAULT_SESSION.into());
-    let known = sid == DEFAULT_SESSION || st.sessions.exists(&sid).await?;
+    // Only into the caller's own sessions: another principal's id is unknown here.
+    let owner = caller.owner().to_string();
+    let default = default_session(&owner);
+    let sid = session.unwrap_or_else(|| default.clone());
+    let known = sid == default || st.sessions.exists(&owner, &sid).await?;
     if !known {
-        return Err(ApiError::not_found(format!(
-            "unknown session {sid:?}; create one with POST /api/sessions"
-        ))
-        .into());
+        return Err(crate::server::ui::unknown_session(&sid).into());
     }
     let mut prepared = Vec::new();
     for f in files {
@@ -232,7 +234,7 @@ pub async fn upload(
     let sid2 = sid.clone();
     let written = tokio::task::spawn_blocking(move || {
         for (name, bytes, text, meta) in &to_write {
-            store.save(&sid2, name, bytes, text.as_deref(), meta)?;
+            store.save(&owner, &sid2, name, bytes, text.as_deref(), meta)?;
         }
         Ok::<_, std::io::Error>(())
     })
