@@ -6,7 +6,8 @@
 //! - `ops/` (`/health`, `/ready`, `/metrics`) and `web/` (the in-browser page, model
 //!   downloads) at the root.
 //!
-//! `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
+//! `site/` is the layer in front of it that keeps web pages from driving the server (`Host`,
+//! `Origin`, body types, CORS). `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
 //! audit of admin changes; persistent state (keys, users, tenants, settings, audit) is in the
 //! `weft-storage` crate (SQLite or Postgres). `request_log/` wraps every request (outside
 //! auth): its context (key id, model, tokens, moderation rules) and the event it sends to
@@ -40,6 +41,7 @@ mod openai;
 mod openapi;
 mod ops;
 mod request_log;
+mod site;
 mod skills;
 mod state;
 mod stream;
@@ -59,6 +61,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
+pub use site::SiteConfig;
 pub use state::{AppState, ServeConfig, Shared};
 
 /// Every route, with the OpenAPI document, body limit, request ids and the backend header.
@@ -86,6 +89,7 @@ pub fn router(state: Shared) -> Router {
             backend_header,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), site::layer))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             request_log::layer,
