@@ -42,7 +42,7 @@ try {
     if (serverPort(r.url())) out.requests.push({ phase, url: r.url(), method: r.request().method(), status: r.status() });
   });
   page.on("requestfailed", (r) => {
-    if (serverPort(r.url())) out.requests.push({ phase, url: r.url(), method: r.request().method(), status: 0, failure: r.failure()?.errorText });
+    if (serverPort(r.url())) out.requests.push({ phase, url: r.url(), method: r.method(), status: 0, failure: r.failure()?.errorText });
   });
 
   // 1. The attacker's page.

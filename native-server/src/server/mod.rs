@@ -7,7 +7,7 @@
 //!   downloads) at the root.
 //!
 //! `site/` is the layer in front of it that keeps web pages from driving the server (`Host`,
-//! `Origin`, body types, CORS). `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
+//! `Origin`, body types, CORS, the CSRF token of a `login/` cookie). `auth/` is one layer on the whole router: API keys, roles, per-key rate limits and the
 //! audit of admin changes; persistent state (keys, users, tenants, settings, audit) is in the
 //! `weft-storage` crate (SQLite or Postgres). `request_log/` wraps every request (outside
 //! auth): its context (key id, model, tokens, moderation rules) and the event it sends to
@@ -34,6 +34,7 @@ mod extract;
 mod generate;
 pub mod jobs;
 pub mod logging;
+mod login;
 mod model_names;
 mod moderation;
 mod ollama;
@@ -71,6 +72,7 @@ pub fn router(state: Shared) -> Router {
         .nest("/api", api::routes())
         .merge(ops::routes())
         .merge(uploads::root_routes())
+        .merge(login::routes())
         .split_for_parts();
     let doc = Arc::new(doc);
     let app = routes

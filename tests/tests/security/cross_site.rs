@@ -15,6 +15,7 @@ use crate::harness::{call, Db};
 use crate::on_both;
 
 mod browser;
+mod login;
 
 /// Sends one request with exactly these headers (the shared client always adds its own
 /// `Host: 127.0.0.1`, and a second Host header is a different attack).
@@ -258,18 +259,19 @@ fn own_pages_and_clients_pass(s: &Server, key: &str) -> String {
         }
     }
     // The page of this server makes an admin key (with the JSON type it always sends)...
+    let page_key = format!(r#"{{"name":"page-{before}","role":"admin"}}"#);
     let own = Page {
         host: format!("localhost:{port}"),
         origin: &format!("http://localhost:{port}"),
         fetch_site: "same-origin",
     }
-    .send(port, "POST", "/api/v1/keys", Some("application/json"), Some(NEW_KEY), key);
+    .send(port, "POST", "/api/v1/keys", Some("application/json"), Some(&page_key), key);
     assert_eq!(own.status, 201, "{}", own.body);
     let made = own.json()["key"].as_str().expect("key").to_string();
     // ... and so does a curl / SDK client: no Origin, no Sec-Fetch-Site, JSON (with that key,
     // since the first key ended open mode).
-    let body = r#"{"name":"curl","role":"user"}"#;
-    let r = call(&s.client(), &made, "POST", "/api/v1/keys", Some(body));
+    let body = format!(r#"{{"name":"curl-{before}","role":"user"}}"#);
+    let r = call(&s.client(), &made, "POST", "/api/v1/keys", Some(&body));
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(key_count(s, &made), before + 2);
     made

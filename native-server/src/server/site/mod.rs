@@ -86,6 +86,9 @@ pub async fn layer(State(st): State<Shared>, req: Request, next: Next) -> Respon
         if let Err(m) = origin::check_type(&path, req.headers()) {
             return refuse("content_type_refused", m);
         }
+        if let Err(m) = super::login::check_csrf(&path, req.headers()) {
+            return refuse("csrf_token_invalid", m);
+        }
     }
     let mut res = next.run(req).await;
     if let Some(o) = origin.filter(|o| site.cors.allows(o)) {

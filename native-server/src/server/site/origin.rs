@@ -40,11 +40,6 @@ impl CorsOrigins {
         Ok(out)
     }
 
-    /// Whether any origin is listed (CORS is on).
-    pub fn is_on(&self) -> bool {
-        self.any || !self.list.is_empty()
-    }
-
     /// Whether pages of `origin` may call this server. The opaque origin `null` (sandboxed
     /// frames, `file:` pages) is never listed, even by `*`.
     pub fn allows(&self, origin: &str) -> bool {
