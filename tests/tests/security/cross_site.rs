@@ -19,7 +19,13 @@ mod login;
 
 /// Sends one request with exactly these headers (the shared client always adds its own
 /// `Host: 127.0.0.1`, and a second Host header is a different attack).
-fn raw(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&str>) -> Response {
+fn raw(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Response {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connecting");
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
@@ -144,15 +150,31 @@ fn attacks_are_refused(s: &Server, key: &str) {
     let jobs_before = job_count(s, key);
     let cases: Vec<(&str, &Page, Option<&str>)> = vec![
         ("foreign text/plain", &foreign, Some("text/plain")),
-        ("foreign form", &foreign, Some("application/x-www-form-urlencoded")),
-        ("foreign multipart", &foreign, Some("multipart/form-data; boundary=x")),
+        (
+            "foreign form",
+            &foreign,
+            Some("application/x-www-form-urlencoded"),
+        ),
+        (
+            "foreign multipart",
+            &foreign,
+            Some("multipart/form-data; boundary=x"),
+        ),
         ("foreign blob (no type)", &foreign, None),
-        ("foreign JSON (no preflight)", &foreign, Some("application/json")),
+        (
+            "foreign JSON (no preflight)",
+            &foreign,
+            Some("application/json"),
+        ),
         ("neighbour port text/plain", &neighbour, Some("text/plain")),
         ("neighbour port JSON", &neighbour, Some("application/json")),
         ("Origin only", &origin_only, Some("text/plain")),
         ("Origin null", &null_origin, Some("text/plain")),
-        ("Sec-Fetch-Site cross-site JSON", &fetch_site_only, Some("application/json")),
+        (
+            "Sec-Fetch-Site cross-site JSON",
+            &fetch_site_only,
+            Some("application/json"),
+        ),
         ("rebound text/plain", &rebound, Some("text/plain")),
         ("rebound JSON", &rebound, Some("application/json")),
     ];
@@ -177,7 +199,11 @@ fn attacks_are_refused(s: &Server, key: &str) {
         Some(NEW_KEY),
     );
     assert_eq!(plain.status, 403, "{}", plain.body);
-    assert!(message(&plain).contains("application/json"), "{}", plain.body);
+    assert!(
+        message(&plain).contains("application/json"),
+        "{}",
+        plain.body
+    );
     // Rebinding: reads are refused as well, on every surface, with a message naming the flag.
     for (method, path) in [
         ("GET", "/"),
@@ -186,14 +212,26 @@ fn attacks_are_refused(s: &Server, key: &str) {
         ("GET", "/v1/models"),
         ("DELETE", "/api/v1/keys/x"),
     ] {
-        for host in ["attacker.example", rebound_host.as_str(), "127.0.0.1.attacker.example"] {
+        for host in [
+            "attacker.example",
+            rebound_host.as_str(),
+            "127.0.0.1.attacker.example",
+        ] {
             let r = rebound_send(port, method, path, host, key);
             assert_eq!(r.status, 403, "Host {host}: {method} {path}: {}", r.body);
             assert!(message(&r).contains("--allowed-host"), "{}", r.body);
         }
     }
-    assert_eq!(key_count(s, key), keys_before, "a refused request made a key");
-    assert_eq!(job_count(s, key), jobs_before, "a refused request started a job");
+    assert_eq!(
+        key_count(s, key),
+        keys_before,
+        "a refused request made a key"
+    );
+    assert_eq!(
+        job_count(s, key),
+        jobs_before,
+        "a refused request started a job"
+    );
     // Preflights from a foreign origin get no CORS answer (CORS is off by default).
     let pre = raw(
         port,
@@ -203,16 +241,27 @@ fn attacks_are_refused(s: &Server, key: &str) {
             ("Host", &own),
             ("Origin", "http://attacker.example"),
             ("Access-Control-Request-Method", "POST"),
-            ("Access-Control-Request-Headers", "content-type, authorization"),
+            (
+                "Access-Control-Request-Headers",
+                "content-type, authorization",
+            ),
         ],
         None,
     );
     assert!(pre.status >= 400, "{} {}", pre.status, pre.body);
-    assert!(pre.header("access-control-allow-origin").is_none(), "{:?}", pre.headers);
+    assert!(
+        pre.header("access-control-allow-origin").is_none(),
+        "{:?}",
+        pre.headers
+    );
     // A foreign page's GET reaches the server (it is not a state change) but its script may
     // not read the answer.
     let get = foreign.send(port, "GET", "/api/v1/about", None, None, key);
-    assert!(get.header("access-control-allow-origin").is_none(), "{:?}", get.headers);
+    assert!(
+        get.header("access-control-allow-origin").is_none(),
+        "{:?}",
+        get.headers
+    );
 }
 
 fn rebound_send(port: u16, method: &str, path: &str, host: &str, key: &str) -> Response {
@@ -242,7 +291,12 @@ fn own_pages_and_clients_pass(s: &Server, key: &str) -> String {
         };
         // The page's own calls: a bodiless POST (new session) and a JSON one.
         let r = own.send(port, "POST", "/api/sessions", None, None, key);
-        assert!(r.status < 300, "{host}: POST /api/sessions: {} {}", r.status, r.body);
+        assert!(
+            r.status < 300,
+            "{host}: POST /api/sessions: {} {}",
+            r.status,
+            r.body
+        );
         let r = own.send(
             port,
             "POST",
@@ -255,7 +309,12 @@ fn own_pages_and_clients_pass(s: &Server, key: &str) -> String {
         // GETs of the pages themselves (`/chat/` redirects to `/`).
         for path in ["/", "/chat/", "/play/"] {
             let r = own.send(port, "GET", path, None, None, key);
-            assert!(r.status < 400, "{host}: GET {path}: {} {}", r.status, r.body);
+            assert!(
+                r.status < 400,
+                "{host}: GET {path}: {} {}",
+                r.status,
+                r.body
+            );
         }
     }
     // The page of this server makes an admin key (with the JSON type it always sends)...
@@ -265,7 +324,14 @@ fn own_pages_and_clients_pass(s: &Server, key: &str) -> String {
         origin: &format!("http://localhost:{port}"),
         fetch_site: "same-origin",
     }
-    .send(port, "POST", "/api/v1/keys", Some("application/json"), Some(&page_key), key);
+    .send(
+        port,
+        "POST",
+        "/api/v1/keys",
+        Some("application/json"),
+        Some(&page_key),
+        key,
+    );
     assert_eq!(own.status, 201, "{}", own.body);
     let made = own.json()["key"].as_str().expect("key").to_string();
     // ... and so does a curl / SDK client: no Origin, no Sec-Fetch-Site, JSON (with that key,
@@ -308,7 +374,14 @@ fn attacks_are_refused_without_key(s: &Server) {
         origin: "http://attacker.example",
         fetch_site: "cross-site",
     }
-    .send(port, "POST", "/api/v1/keys", Some("text/plain"), Some(NEW_KEY), "");
+    .send(
+        port,
+        "POST",
+        "/api/v1/keys",
+        Some("text/plain"),
+        Some(NEW_KEY),
+        "",
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     let r = rebound_send(port, "GET", "/api/tags", "attacker.example", "");
     assert_eq!(r.status, 403, "{}", r.body);
@@ -348,14 +421,28 @@ fn flags_open_exactly_what_they_name(db: &Db) {
         origin: &origin,
         fetch_site: "same-origin",
     }
-    .send(port, "POST", "/api/show", Some("application/json"), Some(r#"{"model":"smol"}"#), "");
+    .send(
+        port,
+        "POST",
+        "/api/show",
+        Some("application/json"),
+        Some(r#"{"model":"smol"}"#),
+        "",
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let r = Page {
         host: named.clone(),
         origin: "http://attacker.example",
         fetch_site: "cross-site",
     }
-    .send(port, "POST", "/api/v1/keys", Some("text/plain"), Some(NEW_KEY), "");
+    .send(
+        port,
+        "POST",
+        "/api/v1/keys",
+        Some("text/plain"),
+        Some(NEW_KEY),
+        "",
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     // CORS: the listed origin's preflight is answered, another origin's is not.
     let own = format!("127.0.0.1:{port}");
@@ -368,22 +455,40 @@ fn flags_open_exactly_what_they_name(db: &Db) {
                 ("Host", &own),
                 ("Origin", origin),
                 ("Access-Control-Request-Method", "POST"),
-                ("Access-Control-Request-Headers", "authorization, content-type"),
+                (
+                    "Access-Control-Request-Headers",
+                    "authorization, content-type",
+                ),
             ],
             None,
         )
     };
     let ok = preflight("http://app.test:3000");
     assert_eq!(ok.status, 204, "{}", ok.body);
-    assert_eq!(ok.header("access-control-allow-origin"), Some("http://app.test:3000"));
+    assert_eq!(
+        ok.header("access-control-allow-origin"),
+        Some("http://app.test:3000")
+    );
     let methods = ok.header("access-control-allow-methods").unwrap_or("");
     assert!(methods.contains("POST"), "{methods}");
     let allowed = ok.header("access-control-allow-headers").unwrap_or("");
-    assert!(allowed.contains("authorization") && allowed.contains("content-type"), "{allowed}");
-    for other in ["http://app.test:3001", "https://app.test:3000", "http://evil.test", "null"] {
+    assert!(
+        allowed.contains("authorization") && allowed.contains("content-type"),
+        "{allowed}"
+    );
+    for other in [
+        "http://app.test:3001",
+        "https://app.test:3000",
+        "http://evil.test",
+        "null",
+    ] {
         let r = preflight(other);
         assert!(r.status >= 400, "{other}: {} {}", r.status, r.body);
-        assert!(r.header("access-control-allow-origin").is_none(), "{other}: {:?}", r.headers);
+        assert!(
+            r.header("access-control-allow-origin").is_none(),
+            "{other}: {:?}",
+            r.headers
+        );
     }
     // The listed origin's requests carry the CORS headers and may change state.
     let app = Page {
@@ -393,12 +498,32 @@ fn flags_open_exactly_what_they_name(db: &Db) {
     };
     let r = app.send(port, "GET", "/api/tags", None, None, "");
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.header("access-control-allow-origin"), Some("http://app.test:3000"));
-    let r = app.send(port, "POST", "/api/show", Some("application/json"), Some(r#"{"model":"smol"}"#), "");
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://app.test:3000")
+    );
+    let r = app.send(
+        port,
+        "POST",
+        "/api/show",
+        Some("application/json"),
+        Some(r#"{"model":"smol"}"#),
+        "",
+    );
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.header("access-control-allow-origin"), Some("http://app.test:3000"));
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://app.test:3000")
+    );
     // Even a listed origin needs JSON: its page could otherwise be tricked into a form post.
-    let r = app.send(port, "POST", "/api/v1/keys", Some("text/plain"), Some(NEW_KEY), "");
+    let r = app.send(
+        port,
+        "POST",
+        "/api/v1/keys",
+        Some("text/plain"),
+        Some(NEW_KEY),
+        "",
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     // Any other origin: no CORS header on its responses either.
     let r = Page {
@@ -407,8 +532,16 @@ fn flags_open_exactly_what_they_name(db: &Db) {
         fetch_site: "cross-site",
     }
     .send(port, "GET", "/api/tags", None, None, "");
-    assert!(r.header("access-control-allow-origin").is_none(), "{:?}", r.headers);
-    assert_eq!(key_count(&s, ""), 0, "no refused request may have made a key");
+    assert!(
+        r.header("access-control-allow-origin").is_none(),
+        "{:?}",
+        r.headers
+    );
+    assert_eq!(
+        key_count(&s, ""),
+        0,
+        "no refused request may have made a key"
+    );
 }
 
 #[test]
@@ -428,8 +561,19 @@ fn malformed_flags_are_refused_at_start() {
         ("--allowed-host", "weft test"),
     ] {
         let out = std::process::Command::new(weft_tests::weft_binary())
-            .env("WEFT_HOME", std::env::temp_dir().join("weft-cross-site-flags"))
-            .args(["serve", "--port", "0", "--model", "/nonexistent.gguf", flag, value])
+            .env(
+                "WEFT_HOME",
+                std::env::temp_dir().join("weft-cross-site-flags"),
+            )
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--model",
+                "/nonexistent.gguf",
+                flag,
+                value,
+            ])
             .output()
             .expect("running weft serve");
         assert!(!out.status.success(), "{flag} {value}");

@@ -75,8 +75,10 @@ fn is_page(path: &str) -> bool {
 /// What `method path` needs.
 pub fn need(method: &Method, path: &str) -> Need {
     let read = method == Method::GET || method == Method::HEAD;
-    if matches!(path, "/health" | "/ready" | "/openapi.json" | "/api/login" | "/api/logout")
-        || (read && (path == "/api/v1/about" || is_page(path)))
+    if matches!(
+        path,
+        "/health" | "/ready" | "/openapi.json" | "/api/login" | "/api/logout"
+    ) || (read && (path == "/api/v1/about" || is_page(path)))
     {
         return Need::Public;
     }

@@ -292,7 +292,10 @@ mod tests {
     #[test]
     fn the_cookie_is_found_among_others() {
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, "a=1; weft_session=tok; b=2".parse().unwrap());
+        h.insert(
+            header::COOKIE,
+            "a=1; weft_session=tok; b=2".parse().unwrap(),
+        );
         assert_eq!(cookie_token(&h), Some("tok"));
         h.insert(header::COOKIE, "weft_session_x=1".parse().unwrap());
         assert_eq!(cookie_token(&h), None);

@@ -42,7 +42,11 @@ pub fn create(user_id: &str) -> std::io::Result<(String, String)> {
     let mut m = STORE.lock().unwrap_or_else(|e| e.into_inner());
     m.retain(|_, s| s.expires > now);
     while m.len() >= MAX {
-        let Some(oldest) = m.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| k.clone()) else {
+        let Some(oldest) = m
+            .iter()
+            .min_by_key(|(_, s)| s.expires)
+            .map(|(k, _)| k.clone())
+        else {
             break;
         };
         m.remove(&oldest);

@@ -20,7 +20,11 @@ pub fn is_preflight(method: &Method, headers: &HeaderMap) -> bool {
 
 /// The answer to a preflight from a listed origin: 204 with the methods and the headers it
 /// asked for. Other origins get a 403 with no CORS headers (the browser then sends nothing).
-pub fn preflight(cors: &CorsOrigins, origin: &str, headers: &HeaderMap) -> Result<Response, String> {
+pub fn preflight(
+    cors: &CorsOrigins,
+    origin: &str,
+    headers: &HeaderMap,
+) -> Result<Response, String> {
     if !cors.allows(origin) {
         return Err(format!(
             "cross-origin requests from {origin} are not allowed (start weft serve with \
@@ -49,7 +53,10 @@ pub fn preflight(cors: &CorsOrigins, origin: &str, headers: &HeaderMap) -> Resul
 pub fn decorate(r: &mut Response, cors: &CorsOrigins, origin: &str) {
     let h = r.headers_mut();
     allow(h, cors, origin);
-    h.insert("access-control-expose-headers", HeaderValue::from_static(EXPOSE));
+    h.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static(EXPOSE),
+    );
 }
 
 fn allow(h: &mut HeaderMap, cors: &CorsOrigins, origin: &str) {

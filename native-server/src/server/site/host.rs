@@ -26,9 +26,9 @@ impl AllowedHosts {
                 out.any = true;
                 continue;
             }
-            let (name, port) = split(g)
-                .filter(|(n, _)| valid_name(n))
-                .ok_or_else(|| format!("--allowed-host {g:?}: not a host name, address or NAME:PORT"))?;
+            let (name, port) = split(g).filter(|(n, _)| valid_name(n)).ok_or_else(|| {
+                format!("--allowed-host {g:?}: not a host name, address or NAME:PORT")
+            })?;
             out.names.push((name, port));
         }
         if let Some(ip) = bind.filter(|ip| !ip.is_unspecified()) {

@@ -73,7 +73,10 @@ pub async fn layer(State(st): State<Shared>, req: Request, next: Next) -> Respon
         .headers()
         .get(header::ORIGIN)
         .map(|v| v.to_str().unwrap_or("null").to_owned());
-    if let Some(o) = origin.as_deref().filter(|_| cors::is_preflight(req.method(), req.headers())) {
+    if let Some(o) = origin
+        .as_deref()
+        .filter(|_| cors::is_preflight(req.method(), req.headers()))
+    {
         return match cors::preflight(&site.cors, o, req.headers()) {
             Ok(r) => r,
             Err(m) => refuse("cross_site_refused", m),
@@ -106,7 +109,10 @@ fn checked_host(req: &Request, allowed: &AllowedHosts) -> Result<Option<String>,
         return Err("a request may carry only one Host header".into());
     }
     let header = first
-        .map(|v| v.to_str().map_err(|_| "the Host header is not text".to_string()))
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| "the Host header is not text".to_string())
+        })
         .transpose()?;
     let authority = req.uri().authority().map(|a| a.host().to_string());
     for name in header.iter().copied().chain(authority.as_deref()) {

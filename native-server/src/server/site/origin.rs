@@ -235,7 +235,11 @@ mod tests {
         assert!(post("/api/upload", &form).is_ok());
         assert!(post("/api/skills", &form).is_ok());
         assert!(post("/api/v1/keys", &form).is_err());
-        assert!(post("/api/v1/backup/restore", &[("content-type", "application/zip")]).is_ok());
+        assert!(post(
+            "/api/v1/backup/restore",
+            &[("content-type", "application/zip")]
+        )
+        .is_ok());
         assert!(post("/api/upload", &[("content-type", "text/plain")]).is_err());
         assert!(post("/api/blobs/sha256:ab", &[("content-length", "3")]).is_ok());
     }

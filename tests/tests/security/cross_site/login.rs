@@ -49,7 +49,10 @@ fn sign_in(s: &Server, name: &str, password: &str) -> Response {
 /// The session token a sign-in's `Set-Cookie` carries, after checking its attributes.
 fn session_cookie(r: &Response) -> String {
     let set = r.header("set-cookie").expect("a Set-Cookie header");
-    let attrs: Vec<String> = set.split(';').map(|a| a.trim().to_ascii_lowercase()).collect();
+    let attrs: Vec<String> = set
+        .split(';')
+        .map(|a| a.trim().to_ascii_lowercase())
+        .collect();
     assert!(attrs.contains(&"httponly".to_string()), "{set}");
     assert!(attrs.contains(&"samesite=strict".to_string()), "{set}");
     assert!(attrs.contains(&"path=/".to_string()), "{set}");
@@ -91,7 +94,10 @@ fn login_flow(db: &Db) {
     assert_eq!(j["user"]["id"], ann.as_str());
     let csrf = j["csrfToken"].as_str().expect("csrfToken").to_string();
     assert_ne!(csrf, token);
-    assert!(!r.body.contains(&token), "the cookie's token must not be in the body");
+    assert!(
+        !r.body.contains(&token),
+        "the cookie's token must not be in the body"
+    );
 
     // The cookie is ann's principal, with ann's role: a user may chat and list models, not
     // administer.
@@ -108,7 +114,15 @@ fn login_flow(db: &Db) {
     let r = as_page(&s, "POST", "/api/sessions", &token, None, None, None);
     assert_eq!(r.status, 403, "{}", r.body);
     assert!(r.body.contains("CSRF"), "{}", r.body);
-    let r = as_page(&s, "POST", "/api/sessions", &token, Some("forged"), None, None);
+    let r = as_page(
+        &s,
+        "POST",
+        "/api/sessions",
+        &token,
+        Some("forged"),
+        None,
+        None,
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     let r = as_page(&s, "POST", "/api/sessions", &token, Some(&csrf), None, None);
     assert!(r.status < 300, "{} {}", r.status, r.body);
@@ -155,14 +169,19 @@ fn login_flow(db: &Db) {
     // Signing out ends the session.
     let r = as_page(&s, "POST", "/api/logout", &token, Some(&csrf), None, None);
     assert_eq!(r.status, 204, "{}", r.body);
-    assert!(r.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0")));
+    assert!(r
+        .header("set-cookie")
+        .is_some_and(|c| c.contains("Max-Age=0")));
     let r = as_page(&s, "GET", "/api/models", &token, None, None, None);
     assert_eq!(r.status, 401, "{}", r.body);
 
     // Deleting the user ends their sessions at once.
     let r = sign_in(&s, "ann", PASSWORD);
     let token = session_cookie(&r);
-    assert_eq!(as_page(&s, "GET", "/api/models", &token, None, None, None).status, 200);
+    assert_eq!(
+        as_page(&s, "GET", "/api/models", &token, None, None, None).status,
+        200
+    );
     let r = call(&c, &admin, "DELETE", &format!("/api/v1/users/{ann}"), None);
     assert!(r.status < 300, "{}", r.body);
     let r = as_page(&s, "GET", "/api/models", &token, None, None, None);
