@@ -52,8 +52,15 @@ async function restoreSession() {
   return true;
 }
 
-/** Shows the sign-in dialog; resolves to true once signed in (or given a key). */
+/** Shows the sign-in dialog once for all the calls answered 401 meanwhile; resolves to true
+ * once signed in (or given a key). */
+let asking = null;
 function signIn() {
+  if (!asking) asking = ask().finally(() => { asking = null; });
+  return asking;
+}
+
+function ask() {
   const dialog = document.getElementById("sign-in");
   if (!dialog || !dialog.showModal) {
     const key = window.prompt("This server needs an API key (ask its administrator):");

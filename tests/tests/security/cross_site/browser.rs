@@ -18,12 +18,12 @@ use serde_json::Value;
 use super::{job_count, key_count};
 use crate::harness::{Backend, Db};
 
-fn root() -> PathBuf {
+pub(super) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// What is missing to run Chromium here, if anything.
-fn missing() -> Option<String> {
+pub(super) fn missing() -> Option<String> {
     let node_ok = Command::new("node")
         .arg("--version")
         .output()

@@ -203,3 +203,46 @@ fn login_flow(db: &Db) {
     assert!(r.header("set-cookie").is_none());
 }
 on_both!(login_flow, login_flow_sqlite, login_flow_postgres);
+
+/// The chat page's sign-in dialog in headless Chromium (tests/browser/sign_in.mjs).
+#[test]
+fn chat_page_sign_in_in_chromium() {
+    if let Some(m) = super::browser::missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("sign-in browser test prerequisite missing under CI: {m}");
+        }
+        eprintln!("\n*** SKIPPING the sign-in browser test: missing {m} ***\n");
+        return;
+    }
+    let Some(db) = Db::new(crate::harness::Backend::Sqlite, "sign_in_chromium") else {
+        return;
+    };
+    let admin = db.cli_key("admin");
+    let s = db.serve(&[]);
+    let body = json!({"name": "cara", "password": PASSWORD, "role": "user"}).to_string();
+    let r = call(&s.client(), &admin, "POST", "/api/v1/users", Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let out = std::process::Command::new("node")
+        .arg(super::browser::root().join("tests/browser/sign_in.mjs"))
+        .current_dir(super::browser::root().join("tests/browser"))
+        .env("WEFT_BASE", s.base())
+        .env("WEFT_USER", "cara")
+        .env("WEFT_PASSWORD", PASSWORD)
+        .output()
+        .expect("running node tests/browser/sign_in.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "sign_in.mjs failed: {stdout}");
+    let j: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("a JSON line");
+    assert!(
+        j["wrong"].as_str().is_some_and(|w| w.contains("wrong user name or password")),
+        "{j}"
+    );
+    assert!(j["models"].as_array().is_some_and(|m| m.iter().any(|m| m == "smol")), "{j}");
+    assert_eq!(j["cookie"]["httpOnly"], true, "{j}");
+    assert_eq!(j["cookie"]["sameSite"], "Strict", "{j}");
+    assert_eq!(j["scriptSeesCookie"], false, "{j}");
+    assert!(j["newChat"].as_u64().is_some_and(|s| s < 300), "{j}");
+    assert_eq!(j["errors"], json!([]), "{j}");
+}
