@@ -12,24 +12,99 @@ async function errorText(r) {
   return body || `${r.status} ${r.statusText}`;
 }
 
-// When the server requires API keys (docs/admin.md), a call answered 401 asks for a key once,
-// keeps it in this browser's localStorage and retries with it as a Bearer token.
+// When the server requires keys (docs/admin.md), a call answered 401 opens the sign-in dialog:
+// a user signs in with name and password (the server sets an HttpOnly session cookie and
+// returns a CSRF token, sent as X-CSRF-Token on every state change), or pastes an API key,
+// kept in this browser's localStorage and sent as a Bearer token. Then the call is retried.
 const KEY = "weft-api-key";
+const CSRF = "weft-csrf";
+
+function headersFor(init) {
+  const headers = new Headers(init.headers || {});
+  const key = localStorage.getItem(KEY);
+  const method = (init.method || "GET").toUpperCase();
+  if (key) headers.set("Authorization", `Bearer ${key}`);
+  else if (!["GET", "HEAD"].includes(method) && sessionStorage.getItem(CSRF)) {
+    headers.set("X-CSRF-Token", sessionStorage.getItem(CSRF));
+  }
+  return headers;
+}
+
+/** Signs in with a name and password; resolves to an error message, or null on success. */
+async function signInWithPassword(name, password) {
+  const r = await fetch("/api/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ name, password }),
+  });
+  if (!r.ok) return errorText(r);
+  sessionStorage.setItem(CSRF, (await r.json()).csrfToken);
+  localStorage.removeItem(KEY);
+  return null;
+}
+
+/** The CSRF token of a sign-in made before this page loaded, if the cookie is still good. */
+async function restoreSession() {
+  if (localStorage.getItem(KEY)) return false;
+  const r = await fetch("/api/login");
+  if (!r.ok) return false;
+  sessionStorage.setItem(CSRF, (await r.json()).csrfToken);
+  return true;
+}
+
+/** Shows the sign-in dialog once for all the calls answered 401 meanwhile; resolves to true
+ * once signed in (or given a key). */
+let asking = null;
+function signIn() {
+  if (!asking) asking = ask().finally(() => { asking = null; });
+  return asking;
+}
+
+function ask() {
+  const dialog = document.getElementById("sign-in");
+  if (!dialog || !dialog.showModal) {
+    const key = window.prompt("This server needs an API key (ask its administrator):");
+    if (!key || !key.trim()) return Promise.resolve(false);
+    localStorage.setItem(KEY, key.trim());
+    return Promise.resolve(true);
+  }
+  const $ = (id) => document.getElementById(id);
+  return new Promise((resolve) => {
+    const error = (msg) => {
+      $("sign-in-error").textContent = msg;
+      $("sign-in-error").hidden = !msg;
+    };
+    const done = (ok) => {
+      $("sign-in-form").onsubmit = null;
+      $("sign-in-cancel").onclick = null;
+      dialog.close();
+      resolve(ok);
+    };
+    error("");
+    $("sign-in-form").onsubmit = async (e) => {
+      e.preventDefault();
+      const key = $("sign-in-key").value.trim();
+      if (key) {
+        localStorage.setItem(KEY, key);
+        sessionStorage.removeItem(CSRF);
+        return done(true);
+      }
+      const msg = await signInWithPassword($("sign-in-name").value.trim(), $("sign-in-password").value);
+      $("sign-in-password").value = "";
+      if (msg) return error(msg);
+      done(true);
+    };
+    $("sign-in-cancel").onclick = () => done(false);
+    dialog.showModal();
+  });
+}
 
 async function call(url, init = {}) {
-  const send = () => {
-    const key = localStorage.getItem(KEY);
-    const headers = new Headers(init.headers || {});
-    if (key) headers.set("Authorization", `Bearer ${key}`);
-    return fetch(url, { ...init, headers });
-  };
+  const send = () => fetch(url, { ...init, headers: headersFor(init) });
   let r = await send();
-  if (r.status === 401) {
-    const key = window.prompt("This server needs an API key (ask its administrator):");
-    if (key && key.trim()) {
-      localStorage.setItem(KEY, key.trim());
-      r = await send();
-    }
+  if (r.status === 401 || (r.status === 403 && !localStorage.getItem(KEY) && !sessionStorage.getItem(CSRF))) {
+    // A reload lost the CSRF token of a live sign-in: fetch it; otherwise ask.
+    if ((await restoreSession()) || (r.status === 401 && (await signIn()))) r = await send();
   }
   return r;
 }

@@ -141,6 +141,16 @@ pub struct ServeArgs {
     /// server may use and administer it until a key is created.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// A host name (or NAME:PORT) clients may reach this server by, besides localhost,
+    /// 127.0.0.1, [::1] and the --host address (repeatable; `*`: any name). Other `Host`
+    /// headers are refused (DNS rebinding).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// A web origin (scheme://host[:port]) whose pages may call this server (repeatable;
+    /// `*`: any origin). Without it CORS is off and browsers may change state only from the
+    /// server's own pages.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
     /// Which log events to write: a level (error, warn, info, debug, trace) or an env-filter
     /// directive; RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
@@ -159,6 +169,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
             anyhow::anyhow!("--parallel must be a positive number or auto, not {n:?}")
         })?),
     };
+    let site = server::SiteConfig::new(&a.allowed_hosts, &a.cors_origins, a.host.parse().ok())
+        .map_err(anyhow::Error::msg)?;
     if a.ctx < 16 || a.batch == 0 || a.queue == 0 || a.max_loaded == 0 {
         bail!("--ctx must be at least 16, and --batch, --queue and --max-loaded positive");
     }
@@ -258,6 +270,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         },
         precedence: a.sampling_precedence,
         uploads,
+        site,
     };
     let jobs = match &store_dir {
         Some(d) => {

@@ -6,7 +6,8 @@
 //! - `ops/` (`/health`, `/ready`, `/metrics`) and `web/` (the in-browser page, model
 //!   downloads) at the root.
 //!
-//! `auth/` decides who may call what: each surface's `routes()` declares its groups' roles
+//! `site/` is the layer in front of auth that keeps web pages from driving the server (`Host`,
+//! `Origin`, body types, CORS, the CSRF token of a `login/` cookie). `auth/` decides who may call what: each surface's `routes()` declares its groups' roles
 //! (`auth::Routes`), and one layer on the whole router authenticates API keys, applies
 //! per-key rate limits and audits admin changes; persistent state (keys, users, tenants, settings, audit) is in the
 //! `weft-storage` crate (SQLite or Postgres). `request_log/` wraps every request (outside
@@ -34,6 +35,7 @@ mod extract;
 mod generate;
 pub mod jobs;
 pub mod logging;
+mod login;
 mod model_names;
 mod moderation;
 mod ollama;
@@ -41,6 +43,7 @@ mod openai;
 mod openapi;
 mod ops;
 mod request_log;
+mod site;
 mod skills;
 mod state;
 mod stream;
@@ -58,6 +61,7 @@ use axum::Router;
 
 pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
+pub use site::SiteConfig;
 pub use state::{AppState, ServeConfig, Shared};
 
 /// Every route, with the OpenAPI document, body limit, request ids and the backend header.
@@ -70,6 +74,7 @@ pub fn router(state: Shared) -> Router {
         .merge(ops::routes())
         .merge(uploads::root_routes())
         .merge(openapi::routes(doc.clone()))
+        .merge(login::routes())
         .merge(web::routes())
         .fallback(auth::policy::Need::Public, no_route)
         .split_for_parts();
@@ -81,6 +86,7 @@ pub fn router(state: Shared) -> Router {
             backend_header,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), site::layer))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             request_log::layer,

@@ -28,6 +28,8 @@ pub struct ServeConfig {
     pub precedence: Precedence,
     /// Where uploads go and how large they may be.
     pub uploads: super::uploads::UploadConfig,
+    /// Host names and origins the server answers (`--allowed-host`, `--cors-origin`).
+    pub site: super::site::SiteConfig,
 }
 
 /// Shared server state.

@@ -118,6 +118,9 @@ impl Auth {
         storage: &Storage,
         headers: &HeaderMap,
     ) -> Result<Principal, ApiError> {
+        if let Some(p) = super::login::principal(storage, headers).await? {
+            return Ok(p);
+        }
         let key = bearer(headers).ok_or_else(|| {
             ApiError::unauthorized(
                 "missing API key: send it as the header `Authorization: Bearer <key>`",
