@@ -113,7 +113,13 @@ fn responses_have_owners(db: &Db) {
         // The owner reads it at once (written before it was answered)...
         let r = call(&c, &a, "GET", &format!("/v1/responses/{id}"), None);
         assert_eq!(r.status, 200, "{}", r.body);
-        let r = call(&c, &a, "GET", &format!("/v1/responses/{id}/input_items"), None);
+        let r = call(
+            &c,
+            &a,
+            "GET",
+            &format!("/v1/responses/{id}/input_items"),
+            None,
+        );
         assert_eq!(r.status, 200, "{}", r.body);
         // ...nobody else does, an admin key included (it is another principal).
         hidden_from(&c, &b, id);
