@@ -29,8 +29,8 @@ fn streamed(r: &Response) -> Value {
     let last = r
         .sse_data()
         .into_iter()
-        .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
-        .last()
+        .rev()
+        .find_map(|d| serde_json::from_str::<Value>(&d).ok())
         .expect("no events");
     assert!(
         ["response.completed", "response.incomplete"].contains(&last["type"].as_str().unwrap()),
