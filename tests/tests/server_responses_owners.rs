@@ -29,8 +29,8 @@ fn streamed(r: &Response) -> Value {
     let last = r
         .sse_data()
         .into_iter()
-        .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
-        .last()
+        .rev()
+        .find_map(|d| serde_json::from_str::<Value>(&d).ok())
         .expect("no events");
     assert!(
         ["response.completed", "response.incomplete"].contains(&last["type"].as_str().unwrap()),
@@ -113,7 +113,13 @@ fn responses_have_owners(db: &Db) {
         // The owner reads it at once (written before it was answered)...
         let r = call(&c, &a, "GET", &format!("/v1/responses/{id}"), None);
         assert_eq!(r.status, 200, "{}", r.body);
-        let r = call(&c, &a, "GET", &format!("/v1/responses/{id}/input_items"), None);
+        let r = call(
+            &c,
+            &a,
+            "GET",
+            &format!("/v1/responses/{id}/input_items"),
+            None,
+        );
         assert_eq!(r.status, 200, "{}", r.body);
         // ...nobody else does, an admin key included (it is another principal).
         hidden_from(&c, &b, id);

@@ -44,8 +44,8 @@ impl Facts {
             // A Hugging Face folder (an embedding model): its weights file under a GGUF header.
             let hf = weft_core::hf::HfModel::open(path).map_err(|e| e.to_string())?;
             let weights = path.join("model.safetensors");
-            let meta =
-                std::fs::metadata(&weights).map_err(|e| format!("{}: {e}", super::shown(&weights)))?;
+            let meta = std::fs::metadata(&weights)
+                .map_err(|e| format!("{}: {e}", super::shown(&weights)))?;
             return Self::from_header(path, &meta, &hf.file.gguf);
         }
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", super::shown(path)))?;

@@ -32,11 +32,11 @@ use tokio::sync::Notify;
 use weft_core::chat::ChatTemplate;
 
 pub use catalog::{scrub, shown, Catalog, Entry, Origin, Overrides, Resolved, Target, STORE_FILE};
-pub use scope::Scope;
 pub use embed_worker::{EmbedWorker, WorkerError};
 pub use facts::Facts;
 pub use keep_alive::KeepAlive;
 pub use loaded::{BackendFactory, LoadConfig, Loaded, Slots, AUTO_KV_SHARE};
+pub use scope::Scope;
 pub use totals::{HistogramData, Totals};
 
 pub use error::RegistryError;

@@ -28,10 +28,7 @@ impl Scope {
     pub fn allows(&self, name: &str) -> bool {
         match self {
             Scope::All => true,
-            Scope::Only(allowed) => {
-                let n = names::normalise(name);
-                allowed.iter().any(|a| *a == n)
-            }
+            Scope::Only(allowed) => allowed.contains(&names::normalise(name)),
         }
     }
 }

@@ -100,7 +100,10 @@ fn allow_list_everywhere(db: &Db) {
     assert_eq!(head.status, 404);
     // An admin (no tenant) still downloads it.
     let admin_auth = format!("Bearer {admin}");
-    let h = [("Authorization", admin_auth.as_str()), ("Range", "bytes=0-3")];
+    let h = [
+        ("Authorization", admin_auth.as_str()),
+        ("Range", "bytes=0-3"),
+    ];
     let r = c
         .try_request("GET", "/models/smol2/file", None, &h)
         .unwrap();
