@@ -424,7 +424,7 @@ fn jobs_belong_to_their_owner(db: &Db) {
     let id = start_job(&c, &a);
     let own = call(&c, &a, "GET", &format!("/api/v1/models/jobs/{id}"), None);
     assert_eq!(own.status, 200, "{}", own.body);
-    assert_eq!(listed(&c, &a, ""), [id.clone()]);
+    assert_eq!(listed(&c, &a, ""), [id.as_str()]);
 
     // B neither sees, lists nor cancels it.
     let none = "job-0123456789abcdef0123456789abcdef";
@@ -436,8 +436,8 @@ fn jobs_belong_to_their_owner(db: &Db) {
     same_as_missing(&r, &missing, none, &id, "B cancels A's job");
     assert!(listed(&c, &b, "").is_empty(), "B lists A's job");
     let bid = start_job(&c, &b);
-    assert_eq!(listed(&c, &b, ""), [bid.clone()]);
-    assert_eq!(listed(&c, &a, ""), [id.clone()], "A lists B's job");
+    assert_eq!(listed(&c, &b, ""), [bid.as_str()]);
+    assert_eq!(listed(&c, &a, ""), [id.as_str()], "A lists B's job");
 
     // An admin reaches everyone's only by asking.
     let mut all = listed(&c, &b, "?owner=all");

@@ -1,8 +1,8 @@
 //! Sandbox workspaces and artifacts have owners: key A's `run_python` writes `secret.txt` in
 //! A's default chat-UI session; key B's same call, in B's default session, finds no such file
 //! (the review's attack: both shared one `__default__` workspace), and B cannot download A's
-//! artifact or continue A's session. A reads its file back in a later turn, so the check can
-//! fail. Needs `--code-exec`, the sandbox runtimes and Qwen2.5-Coder 0.5B (skips loudly when
+//! artifact or continue A's session. A copies its file in a later turn with the same call, so
+//! the check can fail. Needs `--code-exec`, the sandbox runtimes and Qwen2.5-Coder 0.5B (skips loudly when
 //! one is missing, fails under CI).
 
 use serde_json::{json, Value};
@@ -44,13 +44,15 @@ fn write_secret() -> Value {
     )
 }
 
-fn read_secret() -> Value {
+/// Reading, as a copy: the model follows the writing pattern far more reliably than a request
+/// to print (which it may answer without calling), and the copy is an artifact to check.
+fn copy_secret() -> Value {
     conversation(
-        "Use Python to print the contents of the file note.txt.",
-        "print(open('note.txt').read())",
-        "alpha-17\n",
-        "The file note.txt contains: alpha-17",
-        "Use Python to print the contents of the file secret.txt.",
+        "Use Python to copy the file note.txt to the file backup.txt.",
+        "data = open('note.txt').read()\nwith open('backup.txt', 'w') as f:\n    f.write(data)\nprint('copied')",
+        "copied\n",
+        "I copied note.txt to backup.txt.",
+        "Use Python to copy the file secret.txt to the file copy.txt.",
     )
 }
 
@@ -81,8 +83,17 @@ fn step(frames: &[Value]) -> Value {
         .clone()
 }
 
-fn answer(frames: &[Value]) -> String {
-    frames.iter().filter_map(|f| f["token"].as_str()).collect()
+/// The artifact URL of file `name` among a step's files.
+fn file_url(step: &Value, name: &str) -> String {
+    step["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} among the files: {step}"))["url"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn serve(db: &Db) -> Option<Server> {
@@ -124,13 +135,7 @@ fn workspaces_and_artifacts_belong_to_their_owner(db: &Db) {
     let fa = frames(&turn(&c, &a, None, write_secret()));
     let st = step(&fa);
     assert_eq!(st["ok"], true, "{st}");
-    let file = st["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "secret.txt")
-        .unwrap_or_else(|| panic!("no secret.txt among the files: {st}"));
-    let url = file["url"].as_str().unwrap().to_string();
+    let url = file_url(&st, "secret.txt");
     let own = call(&c, &a, "GET", &url, None);
     assert_eq!(own.status, 200, "A downloads its artifact: {}", own.body);
     assert!(own.body.contains(SECRET), "{}", own.body);
@@ -147,8 +152,8 @@ fn workspaces_and_artifacts_belong_to_their_owner(db: &Db) {
     same_as_missing(&r, &missing, none, &run, "B downloads A's artifact");
     assert!(!r.body.contains(SECRET));
 
-    // B reads secret.txt in its own default session: the call runs, and finds no such file.
-    let fb = frames(&turn(&c, &b, None, read_secret()));
+    // B copies secret.txt in its own default session: the call runs, and finds no such file.
+    let fb = frames(&turn(&c, &b, None, copy_secret()));
     let st = step(&fb);
     assert_eq!(
         st["ok"], false,
@@ -159,17 +164,18 @@ fn workspaces_and_artifacts_belong_to_their_owner(db: &Db) {
     assert_ne!(fb.last().unwrap()["sessionId"], sa.as_str());
 
     // Nor can B name A's session to reach A's workspace.
-    let missing = turn(&c, &b, Some(none), read_secret());
-    let r = turn(&c, &b, Some(&sa), read_secret());
+    let missing = turn(&c, &b, Some(none), copy_secret());
+    let r = turn(&c, &b, Some(&sa), copy_secret());
     same_as_missing(&r, &missing, none, &sa, "B runs code in A's session");
     assert!(!error_of(&r).contains(SECRET));
 
-    // A's own later turn reads the file back: the same call works where the file is.
-    let fa = frames(&turn(&c, &a, None, read_secret()));
+    // A's own later turn copies the file: the same call works where the file is.
+    let fa = frames(&turn(&c, &a, None, copy_secret()));
     let st = step(&fa);
-    assert_eq!(st["ok"], true, "A reads its own file: {st}");
-    let text = answer(&fa);
-    assert!(text.contains(SECRET), "A's answer: {text:?}");
+    assert_eq!(st["ok"], true, "A copies its own file: {st}");
+    let copy = call(&c, &a, "GET", &file_url(&st, "copy.txt"), None);
+    assert_eq!(copy.status, 200, "{}", copy.body);
+    assert!(copy.body.contains(SECRET), "A's copy: {}", copy.body);
     assert_eq!(s.request("GET", "/health", None).status, 200);
 }
 
