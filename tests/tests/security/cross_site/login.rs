@@ -236,10 +236,17 @@ fn chat_page_sign_in_in_chromium() {
     let j: serde_json::Value =
         serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("a JSON line");
     assert!(
-        j["wrong"].as_str().is_some_and(|w| w.contains("wrong user name or password")),
+        j["wrong"]
+            .as_str()
+            .is_some_and(|w| w.contains("wrong user name or password")),
         "{j}"
     );
-    assert!(j["models"].as_array().is_some_and(|m| m.iter().any(|m| m == "smol")), "{j}");
+    assert!(
+        j["models"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m == "smol")),
+        "{j}"
+    );
     assert_eq!(j["cookie"]["httpOnly"], true, "{j}");
     assert_eq!(j["cookie"]["sameSite"], "Strict", "{j}");
     assert_eq!(j["scriptSeesCookie"], false, "{j}");
