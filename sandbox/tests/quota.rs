@@ -142,7 +142,8 @@ fn hard_links_stop_at_the_entry_limit() {
     let Some(sb) = common::sandbox("hard_links_stop_at_the_entry_limit") else {
         return;
     };
-    let code = "import os\nopen('t', 'w').close()\nfor i in range(5000):\n    os.link('t', f'h{i}')\n";
+    let code =
+        "import os\nopen('t', 'w').close()\nfor i in range(5000):\n    os.link('t', f'h{i}')\n";
     let (out, ws) = common::py(&sb, code);
     refused(&out);
     assert!(entries(&ws) <= ENTRIES, "{}", entries(&ws));
@@ -172,7 +173,8 @@ fn empty_files_stop_at_the_entry_limit() {
 
 #[test]
 fn the_read_file_tool_reads_a_huge_sparse_file_by_its_limit() {
-    let Some(sb) = common::sandbox("the_read_file_tool_reads_a_huge_sparse_file_by_its_limit") else {
+    let Some(sb) = common::sandbox("the_read_file_tool_reads_a_huge_sparse_file_by_its_limit")
+    else {
         return;
     };
     // A file the host made sparse (as an earlier quota-less run could have): the tool reads
@@ -206,7 +208,8 @@ fn a_kept_workspace_holds_its_quota_across_runs() {
     };
     // A chat session's workspace lives across runs: what earlier runs left counts.
     let ws = Workspace::temporary().unwrap();
-    let grow = |name: &str| format!("with open('{name}', 'wb') as f:\n    f.write(b'x' * (700 << 10))\n");
+    let grow =
+        |name: &str| format!("with open('{name}', 'wb') as f:\n    f.write(b'x' * (700 << 10))\n");
     let limits = common::small_limits();
     let out = common::run_in(&sb, &ws, Language::Python, &grow("a.bin"), limits.clone());
     assert!(out.success(), "{out:?}");

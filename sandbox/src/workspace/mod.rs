@@ -145,7 +145,8 @@ impl Workspace {
     /// The bytes of a file of at most `max` bytes; a larger one is an [`Error::TooLarge`].
     pub fn read_whole(&self, path: &str, max: u64) -> Result<Vec<u8>> {
         let rel = self.resolve(path)?;
-        let r = read::read_capped(&self.dir, &rel, max).map_err(|e| io_error(&rel, "reading", e))?;
+        let r =
+            read::read_capped(&self.dir, &rel, max).map_err(|e| io_error(&rel, "reading", e))?;
         if r.more {
             return Err(Error::TooLarge {
                 path: paths::display(&rel),
@@ -321,7 +322,10 @@ mod tests {
         assert!(matches!(e, Error::TooLarge { .. }), "{e}");
         assert!(e.is_caller_fault());
         assert!(e.to_string().contains("s.bin"), "{e}");
-        assert!(!e.to_string().contains(&*ws.path().to_string_lossy()), "{e}");
+        assert!(
+            !e.to_string().contains(&*ws.path().to_string_lossy()),
+            "{e}"
+        );
     }
 
     #[test]

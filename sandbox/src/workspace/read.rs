@@ -48,7 +48,11 @@ pub(crate) fn read_capped(dir: &Dir, rel: &Path, max: u64) -> std::io::Result<Ca
 /// Copies `from` into `to` in chunks until its end or until one byte more than `max` was
 /// copied; returns the bytes copied (so a result above `max` means "more than `max`", and
 /// exactly `max + 1` bytes were written to `to`).
-pub(crate) fn copy_capped(mut from: impl Read, to: &mut impl Write, max: u64) -> std::io::Result<u64> {
+pub(crate) fn copy_capped(
+    mut from: impl Read,
+    to: &mut impl Write,
+    max: u64,
+) -> std::io::Result<u64> {
     let mut buf = vec![0u8; CHUNK];
     let limit = max.saturating_add(1);
     let mut total = 0u64;

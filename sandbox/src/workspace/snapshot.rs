@@ -120,8 +120,7 @@ fn walk(dir: &Dir, prefix: &Path, depth: usize, out: &mut Snapshot) {
         } else if ft.is_file() {
             let Ok(meta) = entry.metadata() else { continue };
             let time = meta.modified().ok().map(|t| t.into_std());
-            out.files
-                .insert(paths::display(&rel), (meta.len(), time));
+            out.files.insert(paths::display(&rel), (meta.len(), time));
         }
     }
 }
