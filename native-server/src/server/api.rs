@@ -11,8 +11,8 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::auth::Routes;
 use super::auth::caller::Caller;
+use super::auth::Routes;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
 use super::state::Shared;

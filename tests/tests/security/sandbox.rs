@@ -30,45 +30,38 @@ use weft_tests::{send, weft_binary, Client, Server};
 
 use crate::harness::{call, Backend, Db};
 
-/// One way to grow a workspace, as a Python program, and a piece of it that a faithful copy
-/// keeps (to recognise the model's call).
+/// One way to grow a workspace, as a Python program (the model's call must carry it whole,
+/// whitespace aside, to count as that attack).
 struct Attack {
     name: &'static str,
     code: &'static str,
-    marker: &'static str,
 }
 
 const ATTACKS: [Attack; 6] = [
     Attack {
         name: "truncate to 100 GiB",
         code: "open('s.bin', 'wb').truncate(100 << 30)",
-        marker: "truncate(100 << 30)",
     },
     Attack {
         name: "seek 50 GiB then write one byte",
         code: "f = open('h.bin', 'wb')\nf.seek(50 << 30)\nf.write(b'x')\nf.close()",
-        marker: "seek(50 << 30)",
     },
     Attack {
         name: "5000 symlinks",
         code: "import os\nfor i in range(5000):\n    os.symlink('t', 'l%d' % i)",
-        marker: "os.symlink",
     },
     Attack {
         name: "5000 hard links",
         code:
             "import os\nopen('t', 'w').close()\nfor i in range(5000):\n    os.link('t', 'h%d' % i)",
-        marker: "os.link",
     },
     Attack {
         name: "5000 empty directories",
         code: "import os\nfor i in range(5000):\n    os.mkdir('d%d' % i)",
-        marker: "os.mkdir",
     },
     Attack {
         name: "5000 empty files",
         code: "for i in range(5000):\n    open('f%d' % i, 'w').close()",
-        marker: "open('f%d'",
     },
 ];
 
@@ -228,12 +221,9 @@ fn growth_table_through_the_server_tool_loop() {
     let mut exercised = Vec::new();
     for a in &ATTACKS {
         let calls = ask_to_run(&c, &key, a.code);
-        let made = calls.iter().find(|c| {
-            c["arguments"]["code"]
-                .as_str()
-                .unwrap_or("")
-                .contains(a.marker)
-        });
+        let made = calls
+            .iter()
+            .find(|c| same_program(c["arguments"]["code"].as_str().unwrap_or(""), a.code));
         match made {
             Some(made) => {
                 assert_eq!(made["ok"], false, "{}: {made}", a.name);
@@ -269,6 +259,13 @@ fn growth_table_through_the_server_tool_loop() {
         "the truncate attack was not exercised: {exercised:?}"
     );
     eprintln!("growth table through the server: exercised {exercised:?}");
+}
+
+/// Whether the model's program is `code` (whitespace aside): a rewritten program is another
+/// program, and what it does is not the attack.
+fn same_program(made: &str, code: &str) -> bool {
+    let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    squash(made) == squash(code)
 }
 
 /// Reads a streamed response until `needle` appears (or the stream ends); returns what was
