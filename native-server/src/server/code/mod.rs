@@ -242,6 +242,8 @@ pub async fn artifact(
     // Only the caller's own folder is looked in: another principal's run is not found.
     let dir = st.code.artifacts_dir(caller.owner());
     let a = tokio::task::spawn_blocking(move || {
+        // A path out of the run is refused (400) whether or not the caller has any run.
+        weft_sandbox::workspace::paths::relative(&path, false)?;
         if !dir.is_dir() {
             return Err(weft_sandbox::Error::NotFound(format!(
                 "artifact run {run_id}"
