@@ -418,7 +418,13 @@ async fn serve(addr: SocketAddr, state: Shared) -> Result<Exit> {
     state.code.warm_up();
     let st = state.clone();
     tokio::spawn(async move {
-        let r = st.lease(None, None).await.map(drop).map_err(|e| e.message);
+        // The server's own load, on behalf of no request: nothing to admit or meter.
+        let r = st
+            .registry
+            .acquire(None, None)
+            .await
+            .map(drop)
+            .map_err(|e| server::ApiError::from(e).message);
         match &r {
             Ok(()) => tracing::info!("default model loaded; ready"),
             Err(e) => tracing::error!(error = %e, "the default model failed to load"),

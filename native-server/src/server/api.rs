@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::auth::caller::Caller;
 use super::auth::Routes;
+use super::context::RequestCtx;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
 use super::state::Shared;
@@ -45,13 +46,14 @@ pub fn is_ui_body(v: &Value) -> bool {
               (status = 400, body = PlainErrorBody)))]
 async fn chat(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     caller: Caller,
     ApiJson(v): ApiJson<Value>,
 ) -> Result<axum::response::Response, PlainError> {
     if is_ui_body(&v) {
         let v = super::ui::attachments::apply(&st, caller.owner(), v).await?;
-        super::ui::chat::chat(st, caller, from_value(v)?).await
+        super::ui::chat::chat(st, ctx, caller, from_value(v)?).await
     } else {
-        super::ollama::chat::chat(st, caller, from_value(v)?).await
+        super::ollama::chat::chat(st, ctx, caller, from_value(v)?).await
     }
 }

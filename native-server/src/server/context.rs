@@ -1,26 +1,30 @@
-//! The one context of a request in flight, for code deep in the handlers (leasing a model,
-//! starting a generation, moderating, logging) without threading it through every surface's
-//! handler: a task-local set once, by the request-log layer around everything else.
+//! The one context of a request in flight: made by the request-log layer around everything
+//! else, put in the request's extensions, and taken by handlers as an extractor
+//! ([`RequestCtx`]). It is passed by value, never found ambiently: leasing a model takes it
+//! (and the lease carries it, see `server::lease`), so prompt building moderates the input
+//! with its rules and a generation is metered and filtered with it. Code that has no context
+//! cannot lease a model for a request, so skipping moderation or metering is a type error,
+//! not a silent pass.
 //!
 //! What it holds is filled in as the request goes through the layers: its id, method, route,
 //! start time and moderation rules when it arrives; the key the auth layer accepted (its
 //! actor, role, tenant and limits); the A/B arm the request was routed to; and the model and
 //! token counts the generation layer adds as sequences finish. Tasks a handler spawns to serve
-//! the request carry it with [`scope`]; leases and generations are otherwise started in the
-//! handler, before it returns.
+//! the request take a clone.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::response::Response;
 
 use weft_storage::{Storage, Variant};
 
 use super::auth::usage::{Meter, Usage};
 use super::auth::Principal;
+use super::error::ApiError;
 use super::moderation::Screen;
-
-tokio::task_local! {
-    static CURRENT: Arc<RequestCtx>;
-}
 
 /// Tokens counted for the request log.
 #[derive(Default)]
@@ -30,8 +34,19 @@ pub struct Counted {
     pub completion_tokens: u64,
 }
 
-/// One request in flight.
-pub struct RequestCtx {
+/// One request in flight: a cheap handle (clones share the same request).
+#[derive(Clone)]
+pub struct RequestCtx(Arc<Inner>);
+
+impl std::ops::Deref for RequestCtx {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// What [`RequestCtx`] holds.
+pub struct Inner {
     pub id: String,
     pub method: String,
     pub route: String,
@@ -56,8 +71,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl RequestCtx {
+    /// A new request's context (the request-log layer makes it; unit tests make theirs).
     pub fn new(id: String, method: String, route: String, screen: Option<Screen>) -> Self {
-        RequestCtx {
+        Self::build(Inner {
             id,
             method,
             route,
@@ -69,19 +85,36 @@ impl RequestCtx {
             ab: Mutex::new(None),
             counted: Mutex::new(Counted::default()),
             meters: None,
-        }
+        })
     }
 
-    /// With the `X-Ab-Test-Id` header's value.
-    pub fn with_ab_header(mut self, test: Option<String>) -> Self {
-        self.ab_header = test;
-        self
+    fn build(inner: Inner) -> Self {
+        RequestCtx(Arc::new(inner))
     }
 
-    /// With the server's token buckets and database, so generations can be metered.
-    pub fn with_meters(mut self, usage: Arc<Usage>, storage: Storage) -> Self {
-        self.meters = Some((usage, storage));
-        self
+    /// With the `X-Ab-Test-Id` header's value (only while being made).
+    pub fn with_ab_header(self, test: Option<String>) -> Self {
+        let mut inner = self.into_inner();
+        inner.ab_header = test;
+        Self::build(inner)
+    }
+
+    /// With the server's token buckets and database, so generations can be metered (only while
+    /// being made).
+    pub fn with_meters(self, usage: Arc<Usage>, storage: Storage) -> Self {
+        let mut inner = self.into_inner();
+        inner.meters = Some((usage, storage));
+        Self::build(inner)
+    }
+
+    fn into_inner(self) -> Inner {
+        Arc::try_unwrap(self.0)
+            .unwrap_or_else(|_| unreachable!("a request's context is built before it is shared"))
+    }
+
+    /// Whether two handles are the same request.
+    pub fn same(&self, other: &RequestCtx) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     pub fn set_actor(&self, actor: &str) {
@@ -141,23 +174,20 @@ impl RequestCtx {
     }
 }
 
-/// The request the calling task serves, if any.
-pub fn current() -> Option<Arc<RequestCtx>> {
-    CURRENT.try_with(Arc::clone).ok()
-}
+impl<S: Send + Sync> FromRequestParts<S> for RequestCtx {
+    type Rejection = Response;
 
-/// Runs `fut` as part of the request `ctx`.
-pub async fn within<F: std::future::Future>(ctx: Arc<RequestCtx>, fut: F) -> F::Output {
-    CURRENT.scope(ctx, fut).await
-}
-
-/// `fut` with the calling task's request context (for a task spawned to serve the request).
-pub fn scope<F: std::future::Future>(fut: F) -> impl std::future::Future<Output = F::Output> {
-    let ctx = current();
-    async move {
-        match ctx {
-            Some(c) => CURRENT.scope(c, fut).await,
-            None => fut.await,
-        }
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        // The request-log layer wraps every route; a handler mounted outside it is a bug.
+        parts
+            .extensions
+            .get::<RequestCtx>()
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::internal(
+                    "the request has no context (a route outside the request-log layer)",
+                )
+                .for_path(parts.uri.path())
+            })
     }
 }

@@ -12,11 +12,12 @@ use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInf
 
 use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
-use super::context::{self, RequestCtx};
+use super::context::RequestCtx;
 use super::error::ApiError;
+use super::leased::Leased;
 use super::moderation::output::{OutputFilter, Step};
 use super::state::AppState;
-use crate::registry::{Lease, Loaded};
+use crate::registry::Loaded;
 
 /// One generation request, whatever API it came from.
 #[derive(Clone, Debug)]
@@ -62,7 +63,7 @@ struct ChannelSink {
     span: tracing::Span,
     model: String,
     /// The request's context: its token counts are added here for the request log.
-    ctx: Option<Arc<RequestCtx>>,
+    ctx: RequestCtx,
     /// Output moderation, when the request's rules check output.
     filter: Option<OutputFilter>,
     /// An output rule blocked the sequence: later events are not sent.
@@ -73,9 +74,9 @@ struct ChannelSink {
 
 impl EventSink for ChannelSink {
     fn send(&mut self, event: Event) -> bool {
-        if let (Event::Done(s), Some(ctx)) = (&event, &self.ctx) {
+        if let Event::Done(s) = &event {
             let prompt = if self.index == 0 { s.prompt_tokens } else { 0 };
-            ctx.add_usage(&self.model, prompt, s.completion_tokens);
+            self.ctx.add_usage(&self.model, prompt, s.completion_tokens);
         }
         if self.blocked {
             return false;
@@ -169,12 +170,13 @@ impl ChannelSink {
 
 /// Submits the request (`n` sequences). Dropping the stream cancels them.
 ///
-/// Output moderation and the request log's token counts hook in here, once for every surface:
-/// the sink filters each sequence's text with the current request's rules.
-pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
+/// Output moderation, metering and the request log's token counts hook in here, once for
+/// every surface, with the context the model was leased for: the sink filters each
+/// sequence's text with that request's rules and counts its tokens against its key.
+pub fn start(model: &Leased, req: GenRequest) -> Result<EventStream, ApiError> {
     let (tx, rx) = unbounded_channel();
-    let ctx = context::current();
-    let meter = ctx.as_ref().and_then(|c| c.meter()).map(Arc::new);
+    let ctx = model.ctx().clone();
+    let meter = ctx.meter().map(Arc::new);
     for index in 0..req.n.max(1) {
         let mut sampling = req.sampling.clone();
         if let Some(s) = sampling.seed.as_mut() {
@@ -193,7 +195,7 @@ pub fn start(model: &Lease, req: GenRequest) -> Result<EventStream, ApiError> {
                 index,
                 span: tracing::Span::current(),
                 model: model.name.clone(),
-                filter: ctx.as_ref().and_then(OutputFilter::for_request),
+                filter: OutputFilter::for_request(&ctx),
                 ctx: ctx.clone(),
                 blocked: false,
                 meter: meter.clone(),
@@ -265,7 +267,7 @@ pub struct ChatPrompt {
 /// system prompt gets it first when the conversation has none. Asking a model that writes no
 /// reasoning to think is a 400, as in Ollama.
 pub fn chat_prompt(
-    model: &Lease,
+    model: &Leased,
     messages: &[Message],
     tools: Option<&[serde_json::Value]>,
     opening: &str,
@@ -278,7 +280,7 @@ pub fn chat_prompt(
         return Err(ApiError::invalid("messages must not be empty"));
     }
     // Input moderation for every chat surface: the user's messages, before anything runs.
-    super::moderation::check_messages(messages)?;
+    super::moderation::check_messages(model.ctx(), messages)?;
     let template = model.template().ok_or_else(|| {
         ApiError::invalid("this model has no chat template; use the completions endpoint")
     })?;
@@ -324,7 +326,7 @@ pub fn chat_prompt(
 /// a forced call opens the reply with its tag and its schema replaces `format` (the reply is
 /// the call, not text).
 pub fn tool_chat_prompt(
-    model: &Lease,
+    model: &Leased,
     messages: &[Message],
     tools: Option<&Offered>,
     format: Option<Arc<JsonSchema>>,
@@ -342,7 +344,7 @@ pub fn tool_chat_prompt(
 /// call). A constrained reply has no room for reasoning: it is switched off where the template
 /// can, and a template that opens it regardless is a 400, as is asking for both.
 pub fn constrained_chat_prompt(
-    model: &Lease,
+    model: &Leased,
     messages: &[Message],
     tools: Option<&[serde_json::Value]>,
     opening: &str,
@@ -374,8 +376,8 @@ pub fn constrained_chat_prompt(
 /// rules, then tokenized with the one BOS rule ([`Tokenizer::encode_prompt`]
 /// (weft_core::tokenizer::Tokenizer::encode_prompt)): BOS when the model wants one and the text
 /// does not already start with it.
-pub fn text_prompt(model: &Loaded, text: &str) -> Result<Vec<u32>, ApiError> {
-    super::moderation::check_text(text)?;
+pub fn text_prompt(model: &Leased, text: &str) -> Result<Vec<u32>, ApiError> {
+    super::moderation::check_text(model.ctx(), text)?;
     Ok(model.tokenizer.encode_prompt(text, true))
 }
 

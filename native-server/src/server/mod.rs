@@ -34,6 +34,7 @@ mod error;
 mod extract;
 mod generate;
 pub mod jobs;
+mod leased;
 pub mod logging;
 mod login;
 mod model_names;

@@ -9,9 +9,11 @@ use weft_storage::Storage;
 
 use super::auth::Auth;
 use super::common::sampling::{resolve_with, Precedence, SamplingFields};
+use super::context::RequestCtx;
 use super::error::ApiError;
+use super::leased::Leased;
 use super::openai::responses::store::ResponseStore;
-use crate::registry::{KeepAlive, Lease, Registry};
+use crate::registry::{KeepAlive, Registry};
 
 /// Settings from the `weft serve` command line.
 #[derive(Clone, Debug)]
@@ -117,29 +119,33 @@ impl AppState {
             .store(n.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A lease on the named model (the default one when `None`), loading it if needed;
-    /// `keep_alive` is the request's Ollama field, if it has one.
+    /// A lease on the named model (the default one when `None`) for the request `ctx`,
+    /// loading it if needed, once the request may run on it; `keep_alive` is the request's
+    /// Ollama field, if it has one.
     pub async fn lease(
         &self,
+        ctx: &RequestCtx,
         model: Option<&str>,
         keep_alive: Option<&Value>,
-    ) -> Result<Lease, ApiError> {
+    ) -> Result<Leased, ApiError> {
         let ka = keep_alive
             .filter(|v| !v.is_null())
             .map(KeepAlive::from_json)
             .transpose()?;
-        let model = super::auth::access::admit(self, model).await?;
-        Ok(self.registry.acquire(model.as_deref(), ka).await?)
+        let model = super::auth::access::admit(self, ctx, model).await?;
+        let lease = self.registry.acquire(model.as_deref(), ka).await?;
+        Ok(Leased::new(lease, ctx.clone()))
     }
 
     /// Like [`lease`](Self::lease) for APIs whose `model` field is required.
     pub async fn lease_named(
         &self,
+        ctx: &RequestCtx,
         model: Option<&str>,
         keep_alive: Option<&Value>,
-    ) -> Result<Lease, ApiError> {
+    ) -> Result<Leased, ApiError> {
         match model {
-            Some(m) if !m.trim().is_empty() => self.lease(Some(m), keep_alive).await,
+            Some(m) if !m.trim().is_empty() => self.lease(ctx, Some(m), keep_alive).await,
             _ => Err(ApiError::invalid("model is required")),
         }
     }

@@ -12,6 +12,7 @@ use super::types::{
     ModelfileResponse, Unloaded,
 };
 use crate::registry::{shown, Origin, Overrides, Target};
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;
@@ -41,9 +42,11 @@ fn required(m: Option<String>) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::invalid("model is required"))
 }
 
-async fn load_model(st: Shared, b: ModelBody) -> Res<Loaded> {
+async fn load_model(st: Shared, ctx: RequestCtx, b: ModelBody) -> Res<Loaded> {
     let t0 = std::time::Instant::now();
-    let lease = st.lease(b.model.as_deref(), b.keep_alive.as_ref()).await?;
+    let lease = st
+        .lease(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
+        .await?;
     Ok(Json(Loaded {
         ok: true,
         model: lease.name.clone(),
@@ -57,15 +60,23 @@ async fn load_model(st: Shared, b: ModelBody) -> Res<Loaded> {
 #[utoipa::path(post, path = "/models/load", tag = "admin", request_body = ModelBody,
     responses((status = 200, body = Loaded), (status = 404, body = PlainErrorBody),
               (status = 503, body = PlainErrorBody)))]
-async fn load(State(st): State<Shared>, ApiJson(b): ApiJson<ModelBody>) -> Res<Loaded> {
-    load_model(st, b).await
+async fn load(
+    State(st): State<Shared>,
+    ctx: RequestCtx,
+    ApiJson(b): ApiJson<ModelBody>,
+) -> Res<Loaded> {
+    load_model(st, ctx, b).await
 }
 
 /// The chat UI's load (the default model when none is named).
 #[utoipa::path(post, path = "/models/load", tag = "chat-ui", request_body = ModelBody,
     responses((status = 200, body = Loaded), (status = 404, body = PlainErrorBody)))]
-async fn ui_load(State(st): State<Shared>, ApiJson(b): ApiJson<ModelBody>) -> Res<Loaded> {
-    load_model(st, b).await
+async fn ui_load(
+    State(st): State<Shared>,
+    ctx: RequestCtx,
+    ApiJson(b): ApiJson<ModelBody>,
+) -> Res<Loaded> {
+    load_model(st, ctx, b).await
 }
 
 /// Unloads a model now, or when its running requests end.

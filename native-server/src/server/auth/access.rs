@@ -19,7 +19,7 @@ use weft_storage::{StorageError, Tenant};
 use super::caller::Caller;
 use super::Principal;
 use crate::registry::Scope;
-use crate::server::context::{self, RequestCtx};
+use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::state::AppState;
 
@@ -28,15 +28,18 @@ pub const AB_PREFIX: &str = "ab:";
 
 /// The model name to lease for `requested` (`None`: the default model), after the checks
 /// above.
-pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<String>, ApiError> {
-    let ctx = context::current();
-    let ab_id = ctx.as_ref().and_then(|c| c.ab_header.clone()).or_else(|| {
+pub async fn admit(
+    st: &AppState,
+    ctx: &RequestCtx,
+    requested: Option<&str>,
+) -> Result<Option<String>, ApiError> {
+    let ab_id = ctx.ab_header.clone().or_else(|| {
         requested
             .and_then(|m| m.trim().strip_prefix(AB_PREFIX))
             .map(str::to_string)
     });
     let name = match ab_id {
-        Some(id) => Some(route_ab(st, ctx.as_deref(), id.trim()).await?),
+        Some(id) => Some(route_ab(st, ctx, id.trim()).await?),
         None => requested.map(str::to_string),
     };
     let stored = st.registry.with_catalog(|c| match &name {
@@ -51,7 +54,7 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
             )));
         }
     }
-    let principal = ctx.as_ref().and_then(|c| c.principal());
+    let principal = ctx.principal();
     let mut scope = Scope::All;
     if let Some(p) = &principal {
         if let Some(t) = &p.tenant {
@@ -79,16 +82,14 @@ pub async fn admit(st: &AppState, requested: Option<&str>) -> Result<Option<Stri
 }
 
 /// The arm's model for the next request of test `id`, recorded for the response's headers.
-async fn route_ab(st: &AppState, ctx: Option<&RequestCtx>, id: &str) -> Result<String, ApiError> {
+async fn route_ab(st: &AppState, ctx: &RequestCtx, id: &str) -> Result<String, ApiError> {
     let (test, v) = st.storage.route_ab(id).await.map_err(|e| match e {
         StorageError::NotFound(_) => ApiError::unknown_model(format!(
             "no A/B test {id:?}: `model: \"ab:<id>\"` needs the id of a test from GET /api/v1/ab"
         )),
         e => e.into(),
     })?;
-    if let Some(c) = ctx {
-        c.set_ab(&test.id, v);
-    }
+    ctx.set_ab(&test.id, v);
     Ok(test.model(v).to_string())
 }
 
@@ -143,9 +144,7 @@ pub async fn scope(st: &AppState, caller: &Caller) -> Result<Scope, ApiError> {
     scope_of(st, Some(&caller.0)).await
 }
 
-/// The scope of the request in flight, for code its handler reaches without the caller in
-/// hand (Ollama's unload by `keep_alive: 0`).
-pub async fn current_scope(st: &AppState) -> Result<Scope, ApiError> {
-    let p = context::current().and_then(|c| c.principal());
-    scope_of(st, p.as_ref()).await
+/// The model names the request `ctx` may reach (Ollama's unload by `keep_alive: 0`).
+pub async fn ctx_scope(st: &AppState, ctx: &RequestCtx) -> Result<Scope, ApiError> {
+    scope_of(st, ctx.principal().as_ref()).await
 }

@@ -108,7 +108,7 @@ async fn require(need: Need, mut req: Request, next: Next) -> Response {
             .plain();
     };
     let need = gate.declare(need);
-    let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
+    let ctx = req.extensions().get::<RequestCtx>().cloned();
     match authorize(&gate.st, need, req.headers()).await {
         Ok(p) => {
             gate.set_allowed();

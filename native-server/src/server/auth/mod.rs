@@ -247,7 +247,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         allowed: AtomicBool::new(false),
     });
     req.extensions_mut().insert(gate.clone());
-    let ctx = req.extensions().get::<Arc<RequestCtx>>().cloned();
+    let ctx = req.extensions().get::<RequestCtx>().cloned();
     let mut res = next.run(req).await;
     let need = gate.need.get().copied();
     if need.is_none() {

@@ -20,11 +20,11 @@ use weft_sandbox::tools::ToolResult;
 use weft_sandbox::{ArtifactStore, LoopEnd, LoopEvent, Round, ToolCall, ToolLoop, Turn, Workspace};
 
 use super::types::{ExecutedCall, FileLink, OUTPUT_EXCERPT};
-use crate::registry::Lease;
 use crate::server::common::ids;
 use crate::server::common::tools::{self as parse, ToolStream};
 use crate::server::error::ApiError;
 use crate::server::generate::{self, GenRequest};
+use crate::server::leased::Leased;
 
 /// The loop for one request, with where its files are saved.
 pub struct Agent {
@@ -105,7 +105,7 @@ pub enum Activity {
 
 /// A surface's generation request for a rendered prompt (boxed for [`Agent::spawn`]: a
 /// concrete type lets rustc see the spawned future is `Send`).
-pub type MakeRequest = Box<dyn Fn(&Lease, Vec<u32>) -> Result<GenRequest, ApiError> + Send + Sync>;
+pub type MakeRequest = Box<dyn Fn(&Leased, Vec<u32>) -> Result<GenRequest, ApiError> + Send + Sync>;
 
 /// What a spawned run sends: its activity, then how it ended.
 #[derive(Debug)]
@@ -162,14 +162,14 @@ impl Agent {
     /// once it is closed (the client went away) the run stops at the next generated piece.
     pub async fn run<R>(
         &self,
-        m: &Lease,
+        m: &Leased,
         messages: &[Message],
         client: &ClientTools,
         make_req: R,
         out: Option<UnboundedSender<Step>>,
     ) -> Result<Outcome, ApiError>
     where
-        R: Fn(&Lease, Vec<u32>) -> Result<GenRequest, ApiError> + Sync,
+        R: Fn(&Leased, Vec<u32>) -> Result<GenRequest, ApiError> + Sync,
     {
         let (defs, names) = self.offered(client)?;
         let (ptx, mut prx) = unbounded_channel::<Progress>();
@@ -270,7 +270,7 @@ impl Agent {
     /// the workspace, which it deletes at the end; dropping the receiver stops the run.
     pub fn spawn(
         self,
-        m: Lease,
+        m: Leased,
         messages: Vec<Message>,
         client: ClientTools,
         make_req: MakeRequest,
@@ -283,9 +283,9 @@ impl Agent {
             let _ = tx.send(Step::End(end));
             self.finish().await;
         };
-        // The request's context goes with the task: moderation, the request log, A/B
-        // routing and metering against the key and tenant follow it.
-        drop(tokio::spawn(crate::server::context::scope(run)));
+        // The request's context goes with the task inside the lease: moderation, the request
+        // log and metering against the key and tenant follow it.
+        drop(tokio::spawn(run));
         rx
     }
 
@@ -320,7 +320,7 @@ impl Agent {
 
 /// What one turn of [`Agent::run`] works with.
 struct TurnInput<'s, R, C> {
-    m: &'s Lease,
+    m: &'s Leased,
     convo: Vec<Message>,
     /// Definitions for the template and names for the parser; None at the round limit.
     tools: Option<(&'s [Value], &'s [String])>,
@@ -332,7 +332,7 @@ struct TurnInput<'s, R, C> {
 
 impl<'s, R, C> TurnInput<'s, R, C>
 where
-    R: Fn(&Lease, Vec<u32>) -> Result<GenRequest, ApiError> + Sync,
+    R: Fn(&Leased, Vec<u32>) -> Result<GenRequest, ApiError> + Sync,
     C: Fn() -> bool + Sync,
 {
     fn run(self) -> BoxFuture<'s, Result<Turn<Reply>, ApiError>> {
@@ -360,7 +360,7 @@ where
 /// One generation: content streamed as [`Progress::Text`] while calls are held back and
 /// parsed at the end (`names`: the tools the parser accepts; None parses none).
 async fn generate_turn(
-    m: &Lease,
+    m: &Leased,
     req: GenRequest,
     names: Option<&[String]>,
     text: &UnboundedSender<Progress>,

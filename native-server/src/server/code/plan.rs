@@ -14,8 +14,8 @@ use weft_sandbox::{ToolLoop, Workspace};
 use super::agent::Agent;
 use super::types::SkillFields;
 use super::CodeTools;
-use crate::registry::Lease;
 use crate::server::error::ApiError;
+use crate::server::leased::Leased;
 use crate::server::state::AppState;
 
 /// Where a request's built-in calls run, and whose they are (the owner: the principal whose
@@ -46,7 +46,7 @@ pub struct Plan {
 
 impl Plan {
     /// The conversation with [`Plan::system`] added.
-    pub fn messages(&self, m: &Lease, messages: &[Message]) -> Vec<Message> {
+    pub fn messages(&self, m: &Leased, messages: &[Message]) -> Vec<Message> {
         match &self.system {
             Some(note) => with_system_note(m.overrides.system.as_deref(), messages, note),
             None => messages.to_vec(),
@@ -59,7 +59,7 @@ impl Plan {
 /// skill name is a 400.
 pub async fn plan(
     st: &AppState,
-    m: &Lease,
+    m: &Leased,
     fields: &SkillFields,
     scope: Scope,
     tools_allowed: bool,

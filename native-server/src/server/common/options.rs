@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use super::sampling::SamplingFields;
 use super::OneOrMany;
-use crate::registry::Lease;
+use crate::server::leased::Leased;
 
 /// Ollama `options`.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
@@ -32,7 +32,7 @@ pub struct Options {
 
 impl Options {
     /// The default options a model name carries (`/api/create` `parameters`).
-    pub fn of_model(m: &Lease) -> Options {
+    pub fn of_model(m: &Leased) -> Options {
         serde_json::from_value(Value::Object(m.overrides.parameters.clone())).unwrap_or_default()
     }
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use weft_core::sampler::JsonSchema;
 
-use crate::registry::Lease;
 use crate::server::error::ApiError;
+use crate::server::leased::Leased;
 
 /// What `tool_choice` asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub struct Offered {
 pub fn offer(
     choice: Option<&Value>,
     defs: Vec<Value>,
-    m: &Lease,
+    m: &Leased,
 ) -> Result<Option<Offered>, ApiError> {
     let choice = parse(choice)?;
     let names = super::tools::check_tools(&defs)?;

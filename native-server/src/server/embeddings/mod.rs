@@ -19,6 +19,7 @@ use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErro
 use super::extract::{ApiJson, OpenAiJson};
 use super::state::Shared;
 use crate::registry::WorkerError;
+use crate::server::context::RequestCtx;
 use types::*;
 
 /// `/v1/embeddings`, relative to `/v1`.
@@ -39,13 +40,14 @@ pub fn ollama_routes() -> crate::server::auth::Routes {
 /// lease took (loading, when the model was not resident).
 async fn run(
     st: &Shared,
+    ctx: &RequestCtx,
     model: Option<&str>,
     keep_alive: Option<&serde_json::Value>,
     inputs: Vec<EmbedInput>,
     opts: EmbedOptions,
 ) -> Result<(Embeddings, String, u64), ApiError> {
     let t = Instant::now();
-    let lease = st.lease_named(model, keep_alive).await?;
+    let lease = st.lease_named(ctx, model, keep_alive).await?;
     let load_ns = t.elapsed().as_nanos() as u64;
     let out = lease.embed.embed(inputs, opts).await.map_err(|e| match e {
         WorkerError::Input(e @ EmbedError::TooLong { .. }) => {
@@ -62,6 +64,7 @@ async fn run(
               (status = 404, body = OpenAiErrorBody)))]
 async fn openai(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     OpenAiJson(req): OpenAiJson<OpenAiRequest>,
 ) -> Result<Json<OpenAiResponse>, OpenAiError> {
     let base64 = match req.encoding_format.as_deref() {
@@ -81,7 +84,7 @@ async fn openai(
         // OpenAI refuses inputs longer than the model takes.
         truncate: false,
     };
-    let (out, name, _) = run(&st, req.model.as_deref(), None, inputs, opts).await?;
+    let (out, name, _) = run(&st, &ctx, req.model.as_deref(), None, inputs, opts).await?;
     let data = out
         .vectors
         .into_iter()
@@ -113,6 +116,7 @@ async fn openai(
               (status = 404, body = PlainErrorBody)))]
 async fn ollama_embed(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     ApiJson(req): ApiJson<EmbedRequest>,
 ) -> Result<Json<EmbedResponse>, PlainError> {
     let t = Instant::now();
@@ -124,7 +128,7 @@ async fn ollama_embed(
         truncate: req.truncate.unwrap_or(true),
     };
     let model = req.model.as_deref();
-    let (out, name, load_ns) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    let (out, name, load_ns) = run(&st, &ctx, model, req.keep_alive.as_ref(), inputs, opts).await?;
     Ok(Json(EmbedResponse {
         model: name,
         embeddings: out.vectors,
@@ -139,6 +143,7 @@ async fn ollama_embed(
               (status = 404, body = PlainErrorBody)))]
 async fn ollama_legacy(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     ApiJson(req): ApiJson<LegacyRequest>,
 ) -> Result<Json<LegacyResponse>, PlainError> {
     let prompt = req
@@ -152,7 +157,7 @@ async fn ollama_legacy(
     };
     let inputs = vec![EmbedInput::Text(prompt)];
     let model = req.model.as_deref();
-    let (mut out, _, _) = run(&st, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    let (mut out, _, _) = run(&st, &ctx, model, req.keep_alive.as_ref(), inputs, opts).await?;
     Ok(Json(LegacyResponse {
         embedding: out.vectors.pop().unwrap_or_default(),
     }))

@@ -4,31 +4,25 @@
 
 use weft_core::chat::Message;
 
-use crate::server::context;
+use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 
 /// Checks the user messages of a conversation.
-pub fn check_messages(messages: &[Message]) -> Result<(), ApiError> {
-    let Some(ctx) = context::current() else {
-        return Ok(());
-    };
+pub fn check_messages(ctx: &RequestCtx, messages: &[Message]) -> Result<(), ApiError> {
     if ctx.screen.is_none() {
         return Ok(());
     }
     for m in messages.iter().filter(|m| m.role == "user") {
         // Content that does not parse fails later, in the template, with its own message.
         if let Ok(Some(text)) = m.text() {
-            check_text(&text)?;
+            check_text(ctx, &text)?;
         }
     }
     Ok(())
 }
 
 /// Checks one text the user sent (a raw prompt, or a message).
-pub fn check_text(text: &str) -> Result<(), ApiError> {
-    let Some(ctx) = context::current() else {
-        return Ok(());
-    };
+pub fn check_text(ctx: &RequestCtx, text: &str) -> Result<(), ApiError> {
     let Some(screen) = &ctx.screen else {
         return Ok(());
     };
@@ -38,5 +32,5 @@ pub fn check_text(text: &str) -> Result<(), ApiError> {
         .into_iter()
         .map(|h| h.rule)
         .collect();
-    screen.act(&ctx, &hits, "input").map_err(ApiError::policy)
+    screen.act(ctx, &hits, "input").map_err(ApiError::policy)
 }

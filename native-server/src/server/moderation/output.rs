@@ -7,8 +7,6 @@
 //! the match is delivered, the rest never is, and the sequence ends with
 //! `Failure::Blocked` (each surface's error: a 400, or its stream's error event).
 
-use std::sync::Arc;
-
 use weft_core::scheduler::TokenInfo;
 
 use super::rules::floor_char;
@@ -25,7 +23,7 @@ pub enum Step {
 
 /// One sequence's output filter.
 pub struct OutputFilter {
-    ctx: Arc<RequestCtx>,
+    ctx: RequestCtx,
     /// The output so far (bounded by the request's max tokens).
     text: String,
     /// Bytes of `text` delivered.
@@ -37,7 +35,7 @@ pub struct OutputFilter {
 
 impl OutputFilter {
     /// A filter for the current request, when its rules check output.
-    pub fn for_request(ctx: &Arc<RequestCtx>) -> Option<OutputFilter> {
+    pub fn for_request(ctx: &RequestCtx) -> Option<OutputFilter> {
         let screen = ctx.screen.as_ref()?;
         screen.rules.has_output().then(|| OutputFilter {
             ctx: ctx.clone(),
@@ -129,12 +127,7 @@ mod tests {
         let m = Moderation::new(storage);
         m.reload().await.unwrap();
         let run = |pieces: &[&str]| {
-            let ctx = Arc::new(RequestCtx::new(
-                "r".into(),
-                "POST".into(),
-                "/".into(),
-                m.screen(),
-            ));
+            let ctx = RequestCtx::new("r".into(), "POST".into(), "/".into(), m.screen());
             let mut f = OutputFilter::for_request(&ctx).unwrap();
             let mut out = String::new();
             for p in pieces {

@@ -12,6 +12,7 @@ use crate::server::auth::caller::Caller;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::{structured, tools};
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, Think};
@@ -23,21 +24,29 @@ use crate::server::state::Shared;
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 pub async fn chat_alias(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     caller: Caller,
     ApiJson(b): ApiJson<ChatRequest>,
 ) -> Res {
-    chat(st, caller, b).await
+    chat(st, ctx, caller, b).await
 }
 
 /// The Ollama chat of `caller` (the owner of the files its built-in calls write).
-pub async fn chat(st: Shared, caller: Caller, b: ChatRequest) -> Res {
+pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: ChatRequest) -> Res {
     if b.messages.as_ref().is_some_and(Vec::is_empty) {
         // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
-        return load_or_unload(&st, b.model.as_deref(), b.keep_alive.as_ref(), Shape::Chat).await;
+        return load_or_unload(
+            &st,
+            &ctx,
+            b.model.as_deref(),
+            b.keep_alive.as_ref(),
+            Shape::Chat,
+        )
+        .await;
     }
     let think = think_switch(b.think.as_ref())?;
     let m = st
-        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .lease_named(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
         Some(t) => Some((t.clone(), tools::check_tools(t)?)),

@@ -8,19 +8,20 @@ use weft_core::chat::Message;
 use super::respond::{load_or_unload, respond, Reply, Shape};
 use super::types::{think_switch, Frame, GenerateRequest};
 use super::Res;
-use crate::registry::Lease;
 use crate::server::common::options::Options;
 use crate::server::common::structured;
 use crate::server::common::OneOrMany;
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, GenRequest, Reasoning, Think};
+use crate::server::leased::Leased;
 use crate::server::state::{AppState, Shared};
 
 /// The internal request for an Ollama prompt.
 pub fn request(
     st: &AppState,
-    m: &Lease,
+    m: &Leased,
     prompt: Vec<u32>,
     opts: Option<Options>,
     format: Option<&Value>,
@@ -58,11 +59,16 @@ pub fn request(
     responses((status = 200, description = "NDJSON frames, or one frame when stream is false",
                content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
-pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequest>) -> Res {
+pub async fn generate(
+    State(st): State<Shared>,
+    ctx: RequestCtx,
+    ApiJson(b): ApiJson<GenerateRequest>,
+) -> Res {
     structured::ollama_format(b.format.as_ref())?;
     if b.prompt.as_deref().unwrap_or_default().is_empty() {
         return load_or_unload(
             &st,
+            &ctx,
             b.model.as_deref(),
             b.keep_alive.as_ref(),
             Shape::Generate,
@@ -79,7 +85,7 @@ pub async fn generate(State(st): State<Shared>, ApiJson(b): ApiJson<GenerateRequ
         .into());
     }
     let m = st
-        .lease_named(b.model.as_deref(), b.keep_alive.as_ref())
+        .lease_named(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     let text = b.prompt.unwrap_or_default();
     let think = Think::enabled(think_switch(b.think.as_ref())?);

@@ -8,11 +8,13 @@ use weft_core::scheduler::{Event, Summary};
 
 use super::types::{Frame, OllamaToolCall, Payload, ReplyMessage, StreamError, Timings};
 use super::{now_rfc3339, Res};
-use crate::registry::{names, Lease};
+use crate::registry::names;
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::tools::ToolCall;
+use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::generate::{self, collect, GenRequest, Reasoning};
+use crate::server::leased::Leased;
 use crate::server::openai::finish_reason;
 use crate::server::state::AppState;
 use crate::server::stream::{frames, json_frame, ndjson};
@@ -109,7 +111,7 @@ pub struct Reply {
 }
 
 /// Streams (NDJSON) or collects one generation.
-pub async fn respond(m: Lease, req: GenRequest, stream: bool, r: Reply) -> Res {
+pub async fn respond(m: Leased, req: GenRequest, stream: bool, r: Reply) -> Res {
     let rx = generate::start(&m, req)?;
     let name = names::tagged(&m.name);
     let shape = r.shape;
@@ -163,6 +165,7 @@ pub async fn respond(m: Lease, req: GenRequest, stream: bool, r: Reply) -> Res {
 /// unload it; answers with one final frame whose `done_reason` is `load` or `unload`.
 pub async fn load_or_unload(
     st: &AppState,
+    ctx: &RequestCtx,
     model: Option<&str>,
     keep_alive: Option<&Value>,
     shape: Shape,
@@ -176,12 +179,12 @@ pub async fn load_or_unload(
         .transpose()?;
     let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
         // Only a model the caller may use can be unloaded by it.
-        let scope = crate::server::auth::access::current_scope(st).await?;
+        let scope = crate::server::auth::access::ctx_scope(st, ctx).await?;
         let r = st.registry.with_catalog(|c| c.resolve_in(name, &scope))?;
         st.registry.unload(&r.name)?;
         (r.name, "unload")
     } else {
-        let lease = st.lease(Some(name), keep_alive).await?;
+        let lease = st.lease(ctx, Some(name), keep_alive).await?;
         (lease.name.clone(), "load")
     };
     let frame = Frame {

@@ -10,10 +10,11 @@ use weft_core::chat::Message;
 use super::respond::Shape;
 use super::types::{Frame, Payload, StreamError};
 use super::Res;
-use crate::registry::{names, Lease};
+use crate::registry::names;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Step};
 use crate::server::code::types::ExecutedCall;
 use crate::server::common::options::Options;
+use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, ndjson};
 
@@ -41,10 +42,10 @@ fn executed(e: &[ExecutedCall]) -> Option<Vec<ExecutedCall>> {
     (!e.is_empty()).then(|| e.to_vec())
 }
 
-pub async fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Res {
+pub async fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Res {
     let name = names::tagged(&m.name);
     let (options, format) = (r.options, r.format);
-    let make_req = move |m: &Lease, prompt| {
+    let make_req = move |m: &Leased, prompt| {
         super::generate::request(&st, m, prompt, options.clone(), format.as_ref())
     };
     if !r.stream {

@@ -16,15 +16,17 @@ use super::types::{
     ChatLogprobs, ChatRequest, LogprobEntry, OpenAiToolCall, TopLogprob, Usage,
 };
 use super::Res;
-use crate::registry::{Lease, Loaded};
+use crate::registry::Loaded;
 use crate::server::auth::caller::Caller;
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::tool_choice::{self, Offered, ToolChoice};
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect, Reasoning, Think};
+use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
@@ -113,6 +115,7 @@ const ROLES: [&str; 6] = [
         (status = 429, body = OpenAiErrorBody)))]
 pub async fn chat(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     caller: Caller,
     OpenAiJson(b): OpenAiJson<ChatRequest>,
 ) -> Res {
@@ -133,7 +136,9 @@ pub async fn chat(
         .into());
     }
     let json = crate::server::common::structured::response_format(b.response_format.as_ref())?;
-    let m = st.lease_named(b.common.model.as_deref(), None).await?;
+    let m = st
+        .lease_named(&ctx, b.common.model.as_deref(), None)
+        .await?;
     let defs = b.tools.clone().unwrap_or_default();
     let tools = tool_choice::offer(b.tool_choice.as_ref(), defs, &m)?;
     let forced = tools.as_ref().and_then(|t| t.forced.as_ref());
@@ -211,7 +216,7 @@ pub async fn chat(
 /// The chat answered through the server-side tool loop (`tool_loop.rs`).
 async fn with_builtin_tools(
     st: Shared,
-    m: Lease,
+    m: Leased,
     agent: Agent,
     b: ChatRequest,
     messages: Vec<Message>,
@@ -289,7 +294,7 @@ impl Stream {
     /// stream ends.
     fn respond(
         self,
-        m: Lease,
+        m: Leased,
         rx: generate::EventStream,
         n: usize,
         tools: Option<Vec<String>>,

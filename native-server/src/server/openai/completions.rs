@@ -11,15 +11,17 @@ use super::request::finish_reason;
 use super::respond::{end_choice, stream_error, usage, Head};
 use super::types::{Completion, CompletionChoice, CompletionRequest, LegacyLogprobs, Usage};
 use super::Res;
-use crate::registry::{Lease, Loaded};
+use crate::registry::Loaded;
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect};
+use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
 /// The prompt as text and ids: a string, a one-string array, or an array of token ids.
-fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiError> {
+fn prompt_of(m: &Leased, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiError> {
     let bad = || {
         ApiError::invalid(
             "prompt must be a string, a one-element array of strings, or an array of token ids",
@@ -46,7 +48,7 @@ fn prompt_of(m: &Loaded, p: Option<&Value>) -> Result<(String, Vec<u32>), ApiErr
             }
             // Token ids are moderated as the text they stand for.
             let text = m.tokenizer.decode(&ids, true);
-            crate::server::moderation::check_text(&text)?;
+            crate::server::moderation::check_text(m.ctx(), &text)?;
             Ok((text, ids))
         }
         Some(Value::Array(a)) if a.len() > 1 && a.iter().all(Value::is_string) => Err(
@@ -87,9 +89,12 @@ fn legacy_logprobs(m: &Loaded, tokens: &[TokenInfo], start_offset: usize) -> Leg
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody)))]
 pub async fn completions(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<CompletionRequest>,
 ) -> Res {
-    let m = st.lease_named(b.common.model.as_deref(), None).await?;
+    let m = st
+        .lease_named(&ctx, b.common.model.as_deref(), None)
+        .await?;
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::invalid(
             "suffix (fill-in-the-middle) is not supported by this server",
@@ -152,7 +157,7 @@ fn completion(h: &Head, choices: Vec<CompletionChoice>, usage: Option<Usage>) ->
 /// The SSE response; the closure owns the lease, so the model stays loaded until the stream
 /// ends.
 fn stream(
-    m: Lease,
+    m: Leased,
     rx: generate::EventStream,
     n: usize,
     head: Head,

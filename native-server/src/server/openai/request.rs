@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 use weft_core::scheduler::{Finish, Summary};
 
 use super::types::Common;
-use crate::registry::{Lease, Loaded};
+use crate::registry::Loaded;
 use crate::server::common::options::Options;
 use crate::server::common::sampling::SamplingFields;
 use crate::server::common::OneOrMany;
 use crate::server::error::ApiError;
 use crate::server::generate::{self, GenRequest};
+use crate::server::leased::Leased;
 use crate::server::state::AppState;
 
 impl Common {
@@ -19,7 +20,7 @@ impl Common {
     pub fn to_request(
         &self,
         st: &AppState,
-        m: &Lease,
+        m: &Leased,
         prompt: Vec<u32>,
         logprobs: Option<usize>,
     ) -> Result<GenRequest, ApiError> {

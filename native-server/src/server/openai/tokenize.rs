@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::Json;
 
 use super::types::{DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse};
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::state::Shared;
@@ -12,9 +13,10 @@ use crate::server::state::Shared;
     responses((status = 200, body = TokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
 pub async fn tokenize(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<TokenizeRequest>,
 ) -> Result<Json<TokenizeResponse>, OpenAiError> {
-    let m = st.lease(b.model.as_deref(), None).await?;
+    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
     let tokens = m.tokenizer.encode(&b.content, b.add_special, true);
     Ok(Json(TokenizeResponse {
         count: tokens.len(),
@@ -27,9 +29,10 @@ pub async fn tokenize(
     responses((status = 200, body = DetokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
 pub async fn detokenize(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<DetokenizeRequest>,
 ) -> Result<Json<DetokenizeResponse>, OpenAiError> {
-    let m = st.lease(b.model.as_deref(), None).await?;
+    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
     let vocab = m.tokenizer.vocab_size();
     let mut ids = Vec::with_capacity(b.tokens.len());
     for &t in &b.tokens {

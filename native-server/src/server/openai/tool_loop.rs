@@ -14,9 +14,9 @@ use super::types::{
     Common, OpenAiToolCall, Usage,
 };
 use super::Res;
-use crate::registry::Lease;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Reply, Step};
 use crate::server::common::tools::ToolCall;
+use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
@@ -54,12 +54,12 @@ fn run_usage(o: &Outcome) -> Usage {
     usage(&[&o.total()])
 }
 
-pub async fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Res {
+pub async fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Res {
     let stream = r.common.stream.unwrap_or(false);
     let include_usage = r.common.include_usage();
     let common = r.common;
     let st2 = st.clone();
-    let make_req = move |m: &Lease, prompt| common.to_request(&st2, m, prompt, None);
+    let make_req = move |m: &Leased, prompt| common.to_request(&st2, m, prompt, None);
     if stream {
         let rx = agent.spawn(m, r.messages, r.client, Box::new(make_req));
         return Ok(stream_steps(r.head, include_usage, rx));

@@ -9,7 +9,6 @@
 pub mod bus;
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
@@ -18,7 +17,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 pub use self::bus::{LogBus, LogEvent};
-use super::context::{self, RequestCtx};
+use super::context::RequestCtx;
 use super::state::Shared;
 
 /// The layer: makes the context, runs the request in it, and logs the request when its body
@@ -36,18 +35,16 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty());
-    let ctx = Arc::new(
-        RequestCtx::new(
-            id,
-            req.method().to_string(),
-            req.uri().path().to_string(),
-            st.moderation.screen(),
-        )
-        .with_ab_header(ab_header)
-        .with_meters(st.auth.usage.clone(), st.storage.clone()),
-    );
+    let ctx = RequestCtx::new(
+        id,
+        req.method().to_string(),
+        req.uri().path().to_string(),
+        st.moderation.screen(),
+    )
+    .with_ab_header(ab_header)
+    .with_meters(st.auth.usage.clone(), st.storage.clone());
     req.extensions_mut().insert(ctx.clone());
-    let res = context::within(ctx.clone(), next.run(req)).await;
+    let res = next.run(req).await;
     let done = Finished {
         ctx,
         status: res.status().as_u16(),
@@ -63,7 +60,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
 
 /// Sends the request's event once, when dropped.
 struct Finished {
-    ctx: Arc<RequestCtx>,
+    ctx: RequestCtx,
     status: u16,
     st: Shared,
 }

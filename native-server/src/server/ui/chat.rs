@@ -18,6 +18,7 @@ use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::sampling::SamplingFields;
 use crate::server::common::tools::{self, ToolCall};
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, GenRequest, Think};
@@ -33,11 +34,12 @@ type Res = Result<axum::response::Response, PlainError>;
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 pub async fn ui_chat(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     caller: Caller,
     ApiJson(v): ApiJson<serde_json::Value>,
 ) -> Res {
     let v = super::attachments::apply(&st, caller.owner(), v).await?;
-    chat(st, caller, crate::server::extract::from_value(v)?).await
+    chat(st, ctx, caller, crate::server::extract::from_value(v)?).await
 }
 
 fn same(a: &Message, b: &Message) -> bool {
@@ -163,10 +165,10 @@ pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
 
 /// The chat-UI chat of `caller`, from a parsed body: only the caller's own sessions (another
 /// principal's id is a 404 like an unknown one), its own default session when none is named.
-pub async fn chat(st: Shared, caller: Caller, b: UiChatRequest) -> Res {
+pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest) -> Res {
     let owner = caller.owner().to_string();
     let default = default_session(&owner);
-    let m = st.lease(b.model.as_deref(), None).await?;
+    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
         Some(t) => Some(ClientTools {
             names: tools::check_tools(t)?,

@@ -10,11 +10,11 @@ use weft_core::sampler::SamplerConfig;
 
 use super::chat::{calls_frame, done_frame, error_frame, remember, round3, text_frames};
 use super::types::UiFrame;
-use crate::registry::Lease;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Step};
 use crate::server::code::types::{ExecutedCall, SkillStepFrame, ToolProgressFrame};
 use crate::server::common::reply::ReplyParts;
 use crate::server::generate::{self, GenRequest, Reasoning};
+use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
 
@@ -76,10 +76,10 @@ pub fn finished_frames(e: &ExecutedCall) -> Vec<String> {
     vec![json_frame(&progress), json_frame(&step)]
 }
 
-pub fn respond(st: Shared, m: Lease, agent: Agent, r: LoopRequest) -> Response {
+pub fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Response {
     let st2 = st.clone();
     let (sampling, max_tokens) = (r.sampling, r.max_tokens);
-    let make_req = move |_: &Lease, prompt: Vec<u32>| {
+    let make_req = move |_: &Leased, prompt: Vec<u32>| {
         let max_tokens = generate::max_tokens(&st2, prompt.len(), max_tokens)?;
         Ok(GenRequest::plain(prompt, sampling.clone(), max_tokens))
     };

@@ -17,6 +17,7 @@ use crate::server::common::ids;
 use crate::server::common::structured::text_format;
 use crate::server::common::tool_choice;
 use crate::server::common::tools;
+use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect};
@@ -175,6 +176,7 @@ async fn conversation(
         (status = 429, body = OpenAiErrorBody)))]
 pub async fn create(
     State(st): State<Shared>,
+    ctx: RequestCtx,
     caller: Caller,
     OpenAiJson(b): OpenAiJson<CreateRequest>,
 ) -> Res {
@@ -183,7 +185,7 @@ pub async fn create(
     let messages = input::to_messages(b.instructions.as_deref(), &items);
     let format = text_format(b.text.as_ref())?;
     let defs = function_tools(b.tools.as_deref().unwrap_or_default())?;
-    let m = st.lease_named(b.model.as_deref(), None).await?;
+    let m = st.lease_named(&ctx, b.model.as_deref(), None).await?;
     let offered = tool_choice::offer(b.tool_choice.as_ref(), defs, &m)?;
     // No reasoning output items yet: reasoning is switched off where the template can.
     let think = generate::Think::enabled(Some(false));

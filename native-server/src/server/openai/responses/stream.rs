@@ -20,10 +20,10 @@ use super::input::output_text;
 use super::output::{self, cut_short};
 use super::store::ResponseStore;
 use super::types::{Event, Item, MessageItem, ResponseObject, StreamEvent};
-use crate::registry::Lease;
 use crate::server::common::tools::ToolStream;
 use crate::server::error::ApiError;
 use crate::server::generate::EventStream;
+use crate::server::leased::Leased;
 use crate::server::stream::{frames, sse_typed};
 
 /// The events of one streamed response.
@@ -241,7 +241,7 @@ pub struct Keep {
 /// ends; the client going away drops the stream and so cancels generation. `keep`: where to
 /// store the finished response; it is written before the stream's last events are sent, so
 /// a client that saw `response.completed` can retrieve the response.
-pub fn respond(m: Lease, rx: EventStream, mut events: Events, keep: Option<Keep>) -> Response {
+pub fn respond(m: Leased, rx: EventStream, mut events: Events, keep: Option<Keep>) -> Response {
     let first = events.start();
     // The finished response waits here for the write (the closure below cannot await).
     let done: Arc<Mutex<Option<ResponseObject>>> = Arc::default();
