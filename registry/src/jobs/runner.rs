@@ -116,7 +116,7 @@ impl JobRunner {
         unit: ProgressUnit,
         work: Work,
     ) -> Job {
-        let id = format!("job-{}", weft_storage::random_hex128());
+        let id = format!("job-{}", random_hex128());
         let mut job = Job::new(id.clone(), kind, request, unit);
         job.owner = owner.to_string();
         self.shared.store.insert(job.clone());
@@ -240,6 +240,15 @@ fn worker(s: Arc<Shared>) {
         });
         s.cancels.lock().unwrap().remove(&id);
     }
+}
+
+/// 128 bits from the OS random generator as 32 hex digits: a job id nobody can guess or
+/// count from another's.
+fn random_hex128() -> String {
+    let mut b = [0u8; 16];
+    // Without the OS generator no id of this server could be made safely: stopping is right.
+    getrandom::fill(&mut b).expect("the OS random generator is available");
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]
