@@ -1,12 +1,10 @@
 //! `weft serve`: the HTTP server (OpenAI `/v1`, Ollama `/api`, chat UI, ops routes) over a
 //! registry of models known by name.
 //!
-//! The listener starts first (so `/health` and `/ready` answer while the default model loads:
-//! `/ready` is 503 until it has), then the default model loads in the background; other models
-//! load when a request names them. Ctrl-C / SIGTERM stops taking requests, lets running streams
-//! finish, and exits. `POST /api/v1/restart` drains the same way (at most
-//! `admin::restart::DRAIN`), then re-executes this binary with the same arguments on the same
-//! port: one process image replaced by a fresh one, so nothing in memory needs resetting.
+//! This file only turns flags into the server library's values (`server::Builder`); how the
+//! server runs, drains and stops is in `server/serve.rs`. After `POST /api/v1/restart` has
+//! drained, it re-executes this binary with the same arguments on the same port: one process
+//! image replaced by a fresh one, so nothing in memory needs resetting.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +19,7 @@ use crate::registry::{
     AUTO_KV_SHARE,
 };
 use crate::server::logging::{self, LogFormat};
-use crate::server::{self, Precedence, SamplingFields, ServeConfig, Shared};
+use crate::server::{self, Precedence, SamplingFields, ServeConfig};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -272,19 +270,14 @@ pub fn run(a: ServeArgs) -> Result<()> {
         uploads,
         site,
     };
-    let jobs = match &store_dir {
-        Some(d) => {
-            let store = crate::store::Store::open(Some(d))
+    let store = match &store_dir {
+        Some(d) => Some(
+            crate::store::Store::open(Some(d))
                 .and_then(|s| s.with_import_roots(&a.import_roots))
                 .map_err(|e| anyhow::anyhow!(e.message))?
                 .with_hf_endpoint(&a.hf_endpoint)
-                .with_pull_policy(a.bounds.pull_policy());
-            Some(server::jobs::ModelJobs::new(
-                store,
-                registry.clone(),
-                a.jobs.max(1),
-            ))
-        }
+                .with_pull_policy(a.bounds.pull_policy()),
+        ),
         None => None,
     };
     for d in &a.skills_dirs {
@@ -300,55 +293,26 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let addr: SocketAddr = format!("{}:{}", a.host, a.port)
         .parse()
         .with_context(|| format!("bad --host/--port {}:{}", a.host, a.port))?;
+    let url = super::keys::database_url(a.database.as_deref())?;
+    let mut builder = server::Builder::new(cfg, registry, code, addr, url)
+        .admin_key(std::env::var("WEFT_ADMIN_KEY").ok())
+        .insecure_no_auth(a.insecure_no_auth);
+    if let Some(store) = store {
+        builder = builder.models_store(store, a.jobs);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let exit = rt.block_on(async move {
-        let url = super::keys::database_url(a.database.as_deref())?;
-        let storage = weft_storage::Storage::open(&url).await?;
-        let admin_key = std::env::var("WEFT_ADMIN_KEY")
-            .ok()
-            .filter(|k| !k.is_empty());
-        if !addr.ip().is_loopback()
-            && !a.insecure_no_auth
-            && admin_key.is_none()
-            && storage.active_key_count().await? == 0
-        {
-            bail!(
-                "refusing to listen on {addr} with no API key: anyone could use and administer \
-                 this server. Create one (weft keys create --role admin), set WEFT_ADMIN_KEY, \
-                 or pass --insecure-no-auth"
-            );
-        }
-        let auth = server::auth::Auth::new(admin_key.as_deref());
-        let state = server::state(cfg, registry, jobs, code, storage, auth);
-        if let Some(j) = &state.jobs {
-            j.persist(state.storage.clone())
-                .await
-                .map_err(|e| anyhow::anyhow!("keeping jobs in the database: {e}"))?;
-        }
-        server::start_settings(&state)
-            .await
-            .map_err(|e| anyhow::anyhow!(e.message))?;
-        serve(addr, state).await
-    })?;
+    let exit = rt.block_on(async move { builder.build().await?.run().await })?;
     match exit {
-        Exit::Stopped => Ok(()),
-        Exit::Restart(port) => {
+        server::Exit::Stopped => Ok(()),
+        server::Exit::Restart(port) => {
             // Threads the runtime still runs (the drain timed out) die with the exec.
             rt.shutdown_timeout(std::time::Duration::from_secs(1));
             Err(reexec(port))
         }
     }
-}
-
-/// How the server stopped.
-enum Exit {
-    /// A signal: exit.
-    Stopped,
-    /// `POST /api/v1/restart`: run again on this port.
-    Restart(u16),
 }
 
 /// Replaces this process with a fresh `weft` run with the same arguments and environment,
@@ -400,100 +364,6 @@ fn with_port(args: Vec<std::ffi::OsString>, port: u16) -> Vec<std::ffi::OsString
         out.push(port.to_string().into());
     }
     out
-}
-
-async fn serve(addr: SocketAddr, state: Shared) -> Result<Exit> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let storage = state.storage.backend();
-    let local = listener.local_addr()?;
-    let names = state.registry.with_catalog(|c| c.names());
-    tracing::info!(
-        models = %names.join(", "),
-        storage,
-        "listening on http://{local} (default model loading)"
-    );
-    state.registry.start_reaper();
-    state.code.warm_up();
-    let st = state.clone();
-    tokio::spawn(async move {
-        // The server's own load, on behalf of no request: nothing to admit or meter.
-        let r = st
-            .registry
-            .acquire(None, None)
-            .await
-            .map(drop)
-            .map_err(|e| server::ApiError::from(e).message);
-        match &r {
-            Ok(()) => tracing::info!("default model loaded; ready"),
-            Err(e) => tracing::error!(error = %e, "the default model failed to load"),
-        }
-        let _ = st.preload.set(r);
-    });
-    let app = server::router(state.clone());
-    let st = state.clone();
-    let mut restart = state.restart.subscribe();
-    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
-    // The peer address reaches the auth layer (for the audit log).
-    let server = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(async move {
-        let restarting = tokio::select! {
-            _ = shutdown_signal() => false,
-            _ = restart.wait_for(|r| *r) => true,
-        };
-        tracing::info!("shutting down: finishing running requests");
-        // On a restart, requests already accepted but not yet queued must still be served
-        // (the listener is closed and hyper closes idle connections, so no new ones come).
-        if !restarting {
-            st.registry.shutdown();
-        }
-        let _ = drain_tx.send(());
-    });
-    // Draining stops waiting after DRAIN (a stream that never ends must not block a restart).
-    let deadline = async {
-        if drain_rx.await.is_ok() {
-            tokio::time::sleep(server::admin::restart::DRAIN).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        r = server => r?,
-        _ = deadline => tracing::warn!("requests still running after the drain timeout; stopping anyway"),
-    }
-    // Every finished chat turn is written before the process ends or is replaced.
-    state.sessions.flush().await;
-    if let Some(j) = &state.jobs {
-        j.flush().await;
-    }
-    if !*state.restart.borrow() {
-        return Ok(Exit::Stopped);
-    }
-    // The pools close cleanly before the process image is replaced.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), state.storage.close()).await;
-    Ok(Exit::Restart(local.port()))
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
 #[cfg(test)]

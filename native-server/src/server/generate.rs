@@ -16,7 +16,6 @@ use super::context::RequestCtx;
 use super::error::ApiError;
 use super::leased::Leased;
 use super::moderation::output::{OutputFilter, Step};
-use super::state::AppState;
 use crate::registry::Loaded;
 
 /// One generation request, whatever API it came from.
@@ -379,35 +378,6 @@ pub fn constrained_chat_prompt(
 pub fn text_prompt(model: &Leased, text: &str) -> Result<Vec<u32>, ApiError> {
     super::moderation::check_text(model.ctx(), text)?;
     Ok(model.tokenizer.encode_prompt(text, true))
-}
-
-/// Tokens to generate: the request's value (or the server default), capped by `--max-tokens`
-/// and by the room the context leaves; a prompt that does not fit is a 400.
-pub fn max_tokens(
-    state: &AppState,
-    prompt_len: usize,
-    requested: Option<i64>,
-) -> Result<usize, ApiError> {
-    let n_ctx = state.cfg.n_ctx;
-    if prompt_len == 0 {
-        return Err(ApiError::invalid("the prompt is empty"));
-    }
-    if prompt_len >= n_ctx {
-        return Err(ApiError::invalid_code(
-            "context_length_exceeded",
-            format!("the prompt has {prompt_len} tokens but the context holds {n_ctx} (start the server with a larger --ctx or shorten the prompt)"),
-        ));
-    }
-    let want = match requested {
-        Some(n) if n < 0 => {
-            return Err(ApiError::invalid(format!(
-                "max_tokens must be >= 0, got {n}"
-            )))
-        }
-        Some(n) => (n as u64).min(state.max_tokens() as u64) as usize,
-        None => state.max_tokens(),
-    };
-    Ok(want.min(n_ctx - prompt_len))
 }
 
 /// What one choice produced, for non-streaming responses.

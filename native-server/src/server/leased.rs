@@ -1,7 +1,7 @@
 //! A model leased for one request: the registry's [`Lease`] bound to the [`RequestCtx`] it
 //! serves.
 //!
-//! The only way to get one is [`AppState::lease`](super::state::AppState::lease), which takes
+//! The only way to get one is [`Inference::lease`](super::inference::Inference::lease), which takes
 //! the context and checks what the request may run on (tenant allow-list and quota, the key's
 //! tokens per minute, A/B routing). Prompt building moderates the user's words with the
 //! lease's context, and a generation is metered, filtered and counted for the request log with

@@ -26,6 +26,7 @@
 pub(crate) mod admin;
 mod api;
 pub mod auth;
+mod builder;
 pub mod code;
 mod common;
 pub mod context;
@@ -33,6 +34,7 @@ mod embeddings;
 mod error;
 mod extract;
 mod generate;
+mod inference;
 pub mod jobs;
 mod leased;
 pub mod logging;
@@ -44,6 +46,7 @@ mod openai;
 mod openapi;
 mod ops;
 mod request_log;
+mod serve;
 mod site;
 mod skills;
 mod state;
@@ -60,14 +63,16 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 
+pub use builder::Builder;
 pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
+pub use serve::{Exit, Server};
 pub use site::SiteConfig;
 pub use state::{AppState, ServeConfig, Shared};
 
 /// Every route, with the OpenAPI document, body limit, request ids and the backend header.
 /// Every route comes from a [`auth::Routes`] group that declared what it needs (see `auth`).
-pub fn router(state: Shared) -> Router {
+pub(crate) fn router(state: Shared) -> Router {
     let doc = Arc::new(OnceLock::new());
     let (routes, openapi) = auth::Routes::with_openapi(openapi::base())
         .nest("/v1", openai::routes())
@@ -108,30 +113,6 @@ async fn backend_header(State(st): State<Shared>, req: Request, next: Next) -> R
         r.headers_mut().insert("x-weft-backend", v);
     }
     r
-}
-
-/// Shared state for a configuration. `jobs`: the model jobs, when the server has a models
-/// directory to write into.
-pub fn state(
-    cfg: ServeConfig,
-    registry: Arc<crate::registry::Registry>,
-    jobs: Option<Arc<jobs::ModelJobs>>,
-    code: code::CodeTools,
-    storage: weft_storage::Storage,
-    auth: auth::Auth,
-) -> Shared {
-    Arc::new(AppState::new(cfg, registry, jobs, code, storage, auth))
-}
-
-/// Loads the persisted settings and model names and starts following changes other replicas
-/// make.
-pub async fn start_settings(state: &Shared) -> Result<(), ApiError> {
-    model_names::start(state).await?;
-    admin::settings::reload(state).await?;
-    admin::settings::spawn_sync(state.clone());
-    state.moderation.reload().await?;
-    state.moderation.clone().spawn_sync();
-    Ok(())
 }
 
 /// A short unique suffix for generated names.

@@ -1,19 +1,17 @@
 //! What every handler shares: the server settings and the model registry.
 
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
-use serde_json::Value;
-use weft_core::sampler::SamplerConfig;
+use axum::extract::FromRef;
 use weft_storage::Storage;
 
 use super::auth::Auth;
-use super::common::sampling::{resolve_with, Precedence, SamplingFields};
-use super::context::RequestCtx;
+use super::common::sampling::{Precedence, SamplingFields};
 use super::error::ApiError;
-use super::leased::Leased;
+use super::inference::Inference;
 use super::openai::responses::store::ResponseStore;
-use crate::registry::{KeepAlive, Registry};
+use crate::registry::Registry;
 
 /// Settings from the `weft serve` command line.
 #[derive(Clone, Debug)]
@@ -38,6 +36,8 @@ pub struct ServeConfig {
 pub struct AppState {
     pub cfg: ServeConfig,
     pub registry: Arc<Registry>,
+    /// Leasing models for requests, with the checks and limits (the same registry).
+    pub inference: Arc<Inference>,
     /// How loading the default model at start-up went (`/ready` waits for it).
     pub preload: OnceLock<Result<(), String>>,
     pub started: Instant,
@@ -55,10 +55,6 @@ pub struct AppState {
     /// Keys, users, tenants, settings, audit.
     pub storage: Storage,
     pub auth: Auth,
-    /// Sampling defaults from the admin settings (below request and operator values).
-    pub defaults: RwLock<SamplingFields>,
-    /// The `max_tokens` setting; 0: `--max-tokens`.
-    max_tokens: std::sync::atomic::AtomicUsize,
     /// Moderation rules and the `moderation` setting.
     pub moderation: Arc<super::moderation::Moderation>,
     /// Finished requests, for `/api/v1/logs/stream`.
@@ -69,8 +65,29 @@ pub struct AppState {
     pub names: super::model_names::NameSync,
 }
 
-/// The handle handlers get.
-pub type Shared = Arc<AppState>;
+/// The handle the router holds and handlers get: the whole state, from which each service a
+/// handler needs can be taken on its own (`State<Arc<Inference>>`, by [`FromRef`]).
+#[derive(Clone)]
+pub struct Shared(Arc<AppState>);
+
+impl Shared {
+    pub fn new(state: AppState) -> Self {
+        Shared(Arc::new(state))
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = AppState;
+    fn deref(&self) -> &AppState {
+        &self.0
+    }
+}
+
+impl FromRef<Shared> for Arc<Inference> {
+    fn from_ref(st: &Shared) -> Self {
+        st.inference.clone()
+    }
+}
 
 impl AppState {
     pub fn new(
@@ -84,13 +101,21 @@ impl AppState {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         let sessions = super::ui::store::Sessions::new(storage.clone());
         let responses = Arc::new(ResponseStore::new(storage.clone()));
+        let inference = Arc::new(Inference::new(
+            registry.clone(),
+            storage.clone(),
+            auth.usage.clone(),
+            cfg.n_ctx,
+            cfg.max_tokens,
+            cfg.sampling.clone(),
+            cfg.precedence,
+        ));
         AppState {
+            inference,
             moderation: Arc::new(super::moderation::Moderation::new(storage.clone())),
             logs: Default::default(),
             storage,
             auth,
-            defaults: RwLock::new(SamplingFields::default()),
-            max_tokens: std::sync::atomic::AtomicUsize::new(0),
             restart: tokio::sync::watch::Sender::new(false),
             cfg,
             registry,
@@ -103,72 +128,6 @@ impl AppState {
             uploads,
             names: Default::default(),
         }
-    }
-
-    /// The default and cap of generated tokens per request.
-    pub fn max_tokens(&self) -> usize {
-        match self.max_tokens.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => self.cfg.max_tokens,
-            n => n,
-        }
-    }
-
-    /// Applies the `max_tokens` setting (`None`: back to `--max-tokens`).
-    pub fn set_max_tokens(&self, n: Option<usize>) {
-        self.max_tokens
-            .store(n.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// A lease on the named model (the default one when `None`) for the request `ctx`,
-    /// loading it if needed, once the request may run on it; `keep_alive` is the request's
-    /// Ollama field, if it has one.
-    pub async fn lease(
-        &self,
-        ctx: &RequestCtx,
-        model: Option<&str>,
-        keep_alive: Option<&Value>,
-    ) -> Result<Leased, ApiError> {
-        let ka = keep_alive
-            .filter(|v| !v.is_null())
-            .map(KeepAlive::from_json)
-            .transpose()?;
-        let model = super::auth::access::admit(self, ctx, model).await?;
-        let lease = self.registry.acquire(model.as_deref(), ka).await?;
-        Ok(Leased::new(lease, ctx.clone()))
-    }
-
-    /// Like [`lease`](Self::lease) for APIs whose `model` field is required.
-    pub async fn lease_named(
-        &self,
-        ctx: &RequestCtx,
-        model: Option<&str>,
-        keep_alive: Option<&Value>,
-    ) -> Result<Leased, ApiError> {
-        match model {
-            Some(m) if !m.trim().is_empty() => self.lease(ctx, Some(m), keep_alive).await,
-            _ => Err(ApiError::invalid("model is required")),
-        }
-    }
-
-    /// A request's sampling: its own values, the operator's flags (by `--sampling-precedence`),
-    /// then the admin settings' defaults, then the built-in ones.
-    pub fn resolve_sampling(
-        &self,
-        request: &SamplingFields,
-        logit_bias: std::collections::BTreeMap<u32, f32>,
-    ) -> Result<SamplerConfig, ApiError> {
-        let defaults = self
-            .defaults
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        resolve_with(
-            request,
-            &self.cfg.sampling,
-            self.cfg.precedence,
-            &defaults,
-            logit_bias,
-        )
     }
 
     /// The model jobs, or a 503 saying why there are none.

@@ -45,6 +45,7 @@ fn required(m: Option<String>) -> Result<String, ApiError> {
 async fn load_model(st: Shared, ctx: RequestCtx, b: ModelBody) -> Res<Loaded> {
     let t0 = std::time::Instant::now();
     let lease = st
+        .inference
         .lease(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     Ok(Json(Loaded {

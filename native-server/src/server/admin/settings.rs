@@ -151,9 +151,9 @@ fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
 
 /// Makes the settings live: sampling defaults, limits, moderation on/off, the log filter.
 fn apply(st: &Shared, m: &Map<String, Value>, sampling: SamplingFields) {
-    *st.defaults.write().unwrap_or_else(|p| p.into_inner()) = sampling;
+    st.inference.set_defaults(sampling);
     let count = |k: &str| m.get(k).and_then(Value::as_u64).map(|n| n as usize);
-    st.set_max_tokens(count("max_tokens"));
+    st.inference.set_max_tokens(count("max_tokens"));
     st.registry.set_queue_size(count("queue_size"));
     st.auth
         .set_metrics_public(m.get("metrics_public").and_then(Value::as_bool) == Some(true));

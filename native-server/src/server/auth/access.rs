@@ -21,7 +21,7 @@ use super::Principal;
 use crate::registry::Scope;
 use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
-use crate::server::state::AppState;
+use crate::server::inference::Inference;
 
 /// What `model: "ab:<id>"` starts with.
 pub const AB_PREFIX: &str = "ab:";
@@ -29,7 +29,7 @@ pub const AB_PREFIX: &str = "ab:";
 /// The model name to lease for `requested` (`None`: the default model), after the checks
 /// above.
 pub async fn admit(
-    st: &AppState,
+    st: &Inference,
     ctx: &RequestCtx,
     requested: Option<&str>,
 ) -> Result<Option<String>, ApiError> {
@@ -64,7 +64,7 @@ pub async fn admit(
             scope = Scope::allow_list(tenant.models.as_deref());
         }
         if let Some(tpm) = p.tokens_per_minute {
-            st.auth.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
+            st.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
                 ApiError::rate_limited(
                     format!(
                         "this key's limit of {tpm} tokens per minute is used up; retry in {secs} s"
@@ -82,7 +82,7 @@ pub async fn admit(
 }
 
 /// The arm's model for the next request of test `id`, recorded for the response's headers.
-async fn route_ab(st: &AppState, ctx: &RequestCtx, id: &str) -> Result<String, ApiError> {
+async fn route_ab(st: &Inference, ctx: &RequestCtx, id: &str) -> Result<String, ApiError> {
     let (test, v) = st.storage.route_ab(id).await.map_err(|e| match e {
         StorageError::NotFound(_) => ApiError::unknown_model(format!(
             "no A/B test {id:?}: `model: \"ab:<id>\"` needs the id of a test from GET /api/v1/ab"
@@ -131,7 +131,7 @@ fn check_quota(t: &Tenant) -> Result<(), ApiError> {
 }
 
 /// The model names `principal` may reach: its tenant's allow-list, else every name.
-pub async fn scope_of(st: &AppState, principal: Option<&Principal>) -> Result<Scope, ApiError> {
+pub async fn scope_of(st: &Inference, principal: Option<&Principal>) -> Result<Scope, ApiError> {
     let Some(t) = principal.and_then(|p| p.tenant.as_deref()) else {
         return Ok(Scope::All);
     };
@@ -140,11 +140,11 @@ pub async fn scope_of(st: &AppState, principal: Option<&Principal>) -> Result<Sc
 }
 
 /// The model names the request's caller may reach.
-pub async fn scope(st: &AppState, caller: &Caller) -> Result<Scope, ApiError> {
+pub async fn scope(st: &Inference, caller: &Caller) -> Result<Scope, ApiError> {
     scope_of(st, Some(&caller.0)).await
 }
 
 /// The model names the request `ctx` may reach (Ollama's unload by `keep_alive: 0`).
-pub async fn ctx_scope(st: &AppState, ctx: &RequestCtx) -> Result<Scope, ApiError> {
+pub async fn ctx_scope(st: &Inference, ctx: &RequestCtx) -> Result<Scope, ApiError> {
     scope_of(st, ctx.principal().as_ref()).await
 }

@@ -16,7 +16,6 @@ use super::types::SkillFields;
 use super::CodeTools;
 use crate::server::error::ApiError;
 use crate::server::leased::Leased;
-use crate::server::state::AppState;
 
 /// Where a request's built-in calls run, and whose they are (the owner: the principal whose
 /// artifacts the calls' files become; a session workspace is keyed by owner and session).
@@ -58,7 +57,7 @@ impl Plan {
 /// tools at all (OpenAI `tool_choice: "none"` or a forced call, structured output). An unknown
 /// skill name is a 400.
 pub async fn plan(
-    st: &AppState,
+    code: &CodeTools,
     m: &Leased,
     fields: &SkillFields,
     scope: Scope,
@@ -70,9 +69,9 @@ pub async fn plan(
         && m.facts
             .capabilities_with(m.overrides.template.as_deref())
             .tools;
-    let code = capable && st.code.sandbox.is_some();
+    let code = capable && code.sandbox.is_some();
     if code {
-        st.code.admit_code_request()?;
+        code.admit_code_request()?;
     }
     let skill_tools = capable && !names.is_empty();
     if names.is_empty() && !code {
@@ -82,10 +81,10 @@ pub async fn plan(
         });
     }
     // Reading the skills folders and making a workspace touch the disk: off the async workers.
-    let skills = st.code.skills.clone();
+    let skills = code.skills.clone();
     let want_workspace = code || skill_tools;
     let request_scope = matches!(scope, Scope::Request(_));
-    let artifacts_dir = st.code.artifacts_dir(scope.owner());
+    let artifacts_dir = code.artifacts_dir(scope.owner());
     let (selected, others, ws, artifacts) = tokio::task::spawn_blocking(move || {
         let selected = skills.select(&names)?;
         let others: Vec<Skill> = if discovery && skill_tools {
@@ -123,14 +122,14 @@ pub async fn plan(
     }
     let ws = match (ws, &scope) {
         (Some(ws), _) => ws,
-        (None, Scope::Session(owner, sid)) => st.code.session_workspace(owner, sid).await?,
+        (None, Scope::Session(owner, sid)) => code.session_workspace(owner, sid).await?,
         (None, Scope::Request(_)) => unreachable!("a request workspace is made above"),
     };
     let artifacts =
         artifacts.ok_or_else(|| ApiError::internal("no artifact store for the workspace"))?;
-    let mut lp = ToolLoop::new(st.code.loop_sandbox()?, ws);
+    let mut lp = ToolLoop::new(code.loop_sandbox()?, ws);
     if skill_tools {
-        lp = lp.with_skills(st.code.skills.clone());
+        lp = lp.with_skills(code.skills.clone());
         if !discovery {
             // Without discovery the model sees only the skills the request named.
             lp.visible_skills = Some(
@@ -143,7 +142,7 @@ pub async fn plan(
     }
     lp.tools.code = code;
     // Every surface's runs go through this loop: its slots bound them server-wide.
-    lp.slots = Some(st.code.runs.clone());
+    lp.slots = Some(code.runs.clone());
     Ok(Plan {
         system,
         agent: Some(Agent::new(lp, artifacts)),

@@ -17,9 +17,10 @@ use weft_core::embed::{EmbedError, EmbedInput, EmbedOptions, Embeddings};
 
 use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErrorBody};
 use super::extract::{ApiJson, OpenAiJson};
-use super::state::Shared;
+use super::inference::Inference;
 use crate::registry::WorkerError;
 use crate::server::context::RequestCtx;
+use std::sync::Arc;
 use types::*;
 
 /// `/v1/embeddings`, relative to `/v1`.
@@ -39,7 +40,7 @@ pub fn ollama_routes() -> crate::server::auth::Routes {
 /// Leases the model and embeds; returns the vectors, the model's name and the nanoseconds the
 /// lease took (loading, when the model was not resident).
 async fn run(
-    st: &Shared,
+    inference: &Inference,
     ctx: &RequestCtx,
     model: Option<&str>,
     keep_alive: Option<&serde_json::Value>,
@@ -47,7 +48,7 @@ async fn run(
     opts: EmbedOptions,
 ) -> Result<(Embeddings, String, u64), ApiError> {
     let t = Instant::now();
-    let lease = st.lease_named(ctx, model, keep_alive).await?;
+    let lease = inference.lease_named(ctx, model, keep_alive).await?;
     let load_ns = t.elapsed().as_nanos() as u64;
     let out = lease.embed.embed(inputs, opts).await.map_err(|e| match e {
         WorkerError::Input(e @ EmbedError::TooLong { .. }) => {
@@ -63,7 +64,7 @@ async fn run(
     responses((status = 200, body = OpenAiResponse), (status = 400, body = OpenAiErrorBody),
               (status = 404, body = OpenAiErrorBody)))]
 async fn openai(
-    State(st): State<Shared>,
+    State(inference): State<Arc<Inference>>,
     ctx: RequestCtx,
     OpenAiJson(req): OpenAiJson<OpenAiRequest>,
 ) -> Result<Json<OpenAiResponse>, OpenAiError> {
@@ -84,7 +85,7 @@ async fn openai(
         // OpenAI refuses inputs longer than the model takes.
         truncate: false,
     };
-    let (out, name, _) = run(&st, &ctx, req.model.as_deref(), None, inputs, opts).await?;
+    let (out, name, _) = run(&inference, &ctx, req.model.as_deref(), None, inputs, opts).await?;
     let data = out
         .vectors
         .into_iter()
@@ -115,7 +116,7 @@ async fn openai(
     responses((status = 200, body = EmbedResponse), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn ollama_embed(
-    State(st): State<Shared>,
+    State(inference): State<Arc<Inference>>,
     ctx: RequestCtx,
     ApiJson(req): ApiJson<EmbedRequest>,
 ) -> Result<Json<EmbedResponse>, PlainError> {
@@ -128,7 +129,15 @@ async fn ollama_embed(
         truncate: req.truncate.unwrap_or(true),
     };
     let model = req.model.as_deref();
-    let (out, name, load_ns) = run(&st, &ctx, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    let (out, name, load_ns) = run(
+        &inference,
+        &ctx,
+        model,
+        req.keep_alive.as_ref(),
+        inputs,
+        opts,
+    )
+    .await?;
     Ok(Json(EmbedResponse {
         model: name,
         embeddings: out.vectors,
@@ -142,7 +151,7 @@ async fn ollama_embed(
     responses((status = 200, body = LegacyResponse), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn ollama_legacy(
-    State(st): State<Shared>,
+    State(inference): State<Arc<Inference>>,
     ctx: RequestCtx,
     ApiJson(req): ApiJson<LegacyRequest>,
 ) -> Result<Json<LegacyResponse>, PlainError> {
@@ -157,7 +166,15 @@ async fn ollama_legacy(
     };
     let inputs = vec![EmbedInput::Text(prompt)];
     let model = req.model.as_deref();
-    let (mut out, _, _) = run(&st, &ctx, model, req.keep_alive.as_ref(), inputs, opts).await?;
+    let (mut out, _, _) = run(
+        &inference,
+        &ctx,
+        model,
+        req.keep_alive.as_ref(),
+        inputs,
+        opts,
+    )
+    .await?;
     Ok(Json(LegacyResponse {
         embedding: out.vectors.pop().unwrap_or_default(),
     }))

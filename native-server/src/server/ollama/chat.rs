@@ -46,6 +46,7 @@ pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: ChatRequest) -
     }
     let think = think_switch(b.think.as_ref())?;
     let m = st
+        .inference
         .lease_named(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
@@ -65,7 +66,7 @@ pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: ChatRequest) -
     // Built-in tools join a free answer, not one constrained to a JSON format.
     let free = structured::ollama_format(b.format.as_ref())?.is_none();
     let scope = Scope::Request(caller.owner().to_string());
-    let plan = plan::plan(&st, &m, &b.skills, scope, free).await?;
+    let plan = plan::plan(&st.code, &m, &b.skills, scope, free).await?;
     let messages = plan.messages(&m, &messages);
     if let Some(agent) = plan.agent {
         let client = tools

@@ -36,13 +36,15 @@ pub fn request(
         }
         // The context is fixed at startup (--ctx); a different per-request value is ignored.
     }
-    let sampling = st.resolve_sampling(&opts.sampling(), Default::default())?;
+    let sampling = st
+        .inference
+        .resolve_sampling(&opts.sampling(), Default::default())?;
     // Ollama: num_predict -1 (or -2) means "until the context fills".
     let requested = match opts.num_predict {
         Some(n) if n < 0 => None,
         n => n,
     };
-    let max_tokens = generate::max_tokens(st, prompt.len(), requested)?;
+    let max_tokens = st.inference.tokens_to_generate(prompt.len(), requested)?;
     Ok(GenRequest {
         prompt,
         sampling,
@@ -85,6 +87,7 @@ pub async fn generate(
         .into());
     }
     let m = st
+        .inference
         .lease_named(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
     let text = b.prompt.unwrap_or_default();

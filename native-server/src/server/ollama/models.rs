@@ -61,7 +61,7 @@ fn tag_entry(name: &str, f: &Facts) -> TagEntry {
 #[utoipa::path(get, path = "/tags", tag = "ollama", responses((status = 200, body = TagsResponse)))]
 async fn tags(State(st): State<Shared>, caller: Caller) -> Result<Json<TagsResponse>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let scope = access::scope(&st, &caller).await?;
+    let scope = access::scope(&st.inference, &caller).await?;
     let models = st.registry.with_catalog(|c| {
         c.names_in(&scope)
             .iter()
@@ -88,7 +88,7 @@ async fn tags(State(st): State<Shared>, caller: Caller) -> Result<Json<TagsRespo
 /// The resident models, with `expires_at` and their estimated size.
 #[utoipa::path(get, path = "/ps", tag = "ollama", responses((status = 200, body = PsResponse)))]
 async fn ps(State(st): State<Shared>, caller: Caller) -> Result<Json<PsResponse>, PlainError> {
-    let scope = access::scope(&st, &caller).await?;
+    let scope = access::scope(&st.inference, &caller).await?;
     let models = st
         .registry
         .resident()
@@ -158,7 +158,7 @@ async fn show(
     caller: Caller,
     ApiJson(b): ApiJson<ModelRef>,
 ) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
-    let scope = access::scope(&st, &caller).await?;
+    let scope = access::scope(&st.inference, &caller).await?;
     let r = resolve(&st, &scope, b.model.as_deref())?;
     let f = &r.facts;
     let caps = f.capabilities_with(r.overrides.template.as_deref());

@@ -179,12 +179,12 @@ pub async fn load_or_unload(
         .transpose()?;
     let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
         // Only a model the caller may use can be unloaded by it.
-        let scope = crate::server::auth::access::ctx_scope(st, ctx).await?;
+        let scope = crate::server::auth::access::ctx_scope(&st.inference, ctx).await?;
         let r = st.registry.with_catalog(|c| c.resolve_in(name, &scope))?;
         st.registry.unload(&r.name)?;
         (r.name, "unload")
     } else {
-        let lease = st.lease(ctx, Some(name), keep_alive).await?;
+        let lease = st.inference.lease(ctx, Some(name), keep_alive).await?;
         (lease.name.clone(), "load")
     };
     let frame = Frame {

@@ -137,6 +137,7 @@ pub async fn chat(
     }
     let json = crate::server::common::structured::response_format(b.response_format.as_ref())?;
     let m = st
+        .inference
         .lease_named(&ctx, b.common.model.as_deref(), None)
         .await?;
     let defs = b.tools.clone().unwrap_or_default();
@@ -148,7 +149,7 @@ pub async fn chat(
         && json.is_none();
     // The files the built-in calls write become the caller's artifacts.
     let scope = Scope::Request(caller.owner().to_string());
-    let plan = plan::plan(&st, &m, &b.skills, scope, free).await?;
+    let plan = plan::plan(&st.code, &m, &b.skills, scope, free).await?;
     let messages = plan.messages(&m, messages);
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;
@@ -157,7 +158,7 @@ pub async fn chat(
     let (prompt, json) = generate::tool_chat_prompt(&m, &messages, tools.as_ref(), json, &think)?;
     let reasoning = prompt.reasoning;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
-    let mut req = b.common.to_request(&st, &m, prompt.ids, lp)?;
+    let mut req = b.common.to_request(&st.inference, &m, prompt.ids, lp)?;
     req.json = json;
     let names = tools.map(|t| t.names);
     let n = req.n;

@@ -93,6 +93,7 @@ pub async fn completions(
     OpenAiJson(b): OpenAiJson<CompletionRequest>,
 ) -> Res {
     let m = st
+        .inference
         .lease_named(&ctx, b.common.model.as_deref(), None)
         .await?;
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
@@ -114,7 +115,7 @@ pub async fn completions(
         }
     };
     let (text, ids) = prompt_of(&m, b.prompt.as_ref())?;
-    let req = b.common.to_request(&st, &m, ids, lp)?;
+    let req = b.common.to_request(&st.inference, &m, ids, lp)?;
     let n = req.n;
     let echo = if b.echo.unwrap_or(false) {
         text

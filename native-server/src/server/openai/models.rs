@@ -16,7 +16,7 @@ pub async fn list(
     State(st): State<Shared>,
     caller: Caller,
 ) -> Result<Json<ModelList>, OpenAiError> {
-    let scope = access::scope(&st, &caller).await?;
+    let scope = access::scope(&st.inference, &caller).await?;
     let data = st.registry.with_catalog(|c| {
         c.names_in(&scope)
             .iter()
@@ -41,7 +41,7 @@ pub async fn one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ModelObject>, OpenAiError> {
-    let scope = access::scope(&st, &caller).await?;
+    let scope = access::scope(&st.inference, &caller).await?;
     let r = st.registry.with_catalog(|c| c.resolve_in(&id, &scope))?;
     Ok(Json(ModelObject::new(&r.name, unix(r.facts.modified))))
 }

@@ -11,15 +11,15 @@ use crate::server::common::options::Options;
 use crate::server::common::sampling::SamplingFields;
 use crate::server::common::OneOrMany;
 use crate::server::error::ApiError;
-use crate::server::generate::{self, GenRequest};
+use crate::server::generate::GenRequest;
+use crate::server::inference::Inference;
 use crate::server::leased::Leased;
-use crate::server::state::AppState;
 
 impl Common {
     /// Checks the fields and builds the internal request for `prompt`.
     pub fn to_request(
         &self,
-        st: &AppState,
+        inference: &Inference,
         m: &Leased,
         prompt: Vec<u32>,
         logprobs: Option<usize>,
@@ -42,12 +42,12 @@ impl Common {
         }
         .or(&opts.sampling());
         let bias = logit_bias(m, self.logit_bias.as_ref())?;
-        let sampling = st.resolve_sampling(&top, bias)?;
+        let sampling = inference.resolve_sampling(&top, bias)?;
         let requested = self
             .max_tokens
             .or(self.max_completion_tokens)
             .or(opts.num_predict);
-        let max_tokens = generate::max_tokens(st, prompt.len(), requested)?;
+        let max_tokens = inference.tokens_to_generate(prompt.len(), requested)?;
         let stop = self
             .stop
             .clone()

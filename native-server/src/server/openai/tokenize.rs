@@ -1,5 +1,7 @@
 //! `POST /v1/tokenize` and `POST /v1/detokenize` (llama.cpp server / vLLM style).
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::Json;
 
@@ -7,32 +9,32 @@ use super::types::{DetokenizeRequest, DetokenizeResponse, TokenizeRequest, Token
 use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
-use crate::server::state::Shared;
+use crate::server::inference::Inference;
 
 #[utoipa::path(post, path = "/tokenize", tag = "openai", request_body = TokenizeRequest,
     responses((status = 200, body = TokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
 pub async fn tokenize(
-    State(st): State<Shared>,
+    State(inference): State<Arc<Inference>>,
     ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<TokenizeRequest>,
 ) -> Result<Json<TokenizeResponse>, OpenAiError> {
-    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
+    let m = inference.lease(&ctx, b.model.as_deref(), None).await?;
     let tokens = m.tokenizer.encode(&b.content, b.add_special, true);
     Ok(Json(TokenizeResponse {
         count: tokens.len(),
         tokens,
-        max_model_len: st.cfg.n_ctx,
+        max_model_len: inference.n_ctx,
     }))
 }
 
 #[utoipa::path(post, path = "/detokenize", tag = "openai", request_body = DetokenizeRequest,
     responses((status = 200, body = DetokenizeResponse), (status = 400, body = OpenAiErrorBody)))]
 pub async fn detokenize(
-    State(st): State<Shared>,
+    State(inference): State<Arc<Inference>>,
     ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<DetokenizeRequest>,
 ) -> Result<Json<DetokenizeResponse>, OpenAiError> {
-    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
+    let m = inference.lease(&ctx, b.model.as_deref(), None).await?;
     let vocab = m.tokenizer.vocab_size();
     let mut ids = Vec::with_capacity(b.tokens.len());
     for &t in &b.tokens {

@@ -59,7 +59,7 @@ pub async fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Res
     let include_usage = r.common.include_usage();
     let common = r.common;
     let st2 = st.clone();
-    let make_req = move |m: &Leased, prompt| common.to_request(&st2, m, prompt, None);
+    let make_req = move |m: &Leased, prompt| common.to_request(&st2.inference, m, prompt, None);
     if stream {
         let rx = agent.spawn(m, r.messages, r.client, Box::new(make_req));
         return Ok(stream_steps(r.head, include_usage, rx));

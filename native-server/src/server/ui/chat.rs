@@ -168,7 +168,7 @@ pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
 pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest) -> Res {
     let owner = caller.owner().to_string();
     let default = default_session(&owner);
-    let m = st.lease(&ctx, b.model.as_deref(), None).await?;
+    let m = st.inference.lease(&ctx, b.model.as_deref(), None).await?;
     let tools = match b.tools.as_ref().filter(|t| !t.is_empty()) {
         Some(t) => Some(ClientTools {
             names: tools::check_tools(t)?,
@@ -197,7 +197,7 @@ pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest)
         }
     };
     let scope = Scope::Session(owner.clone(), sid.clone());
-    let plan = plan::plan(&st, &m, &b.skills, scope, true).await?;
+    let plan = plan::plan(&st.code, &m, &b.skills, scope, true).await?;
     let for_model = plan.messages(&m, &conversation);
     let req_sampling = SamplingFields {
         temperature: b.temperature,
@@ -208,7 +208,9 @@ pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest)
         seed: b.seed,
         ..Default::default()
     };
-    let sampling = st.resolve_sampling(&req_sampling, Default::default())?;
+    let sampling = st
+        .inference
+        .resolve_sampling(&req_sampling, Default::default())?;
     if let Some(agent) = plan.agent {
         let r = LoopRequest {
             owner,
@@ -224,7 +226,9 @@ pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest)
     let think = Think::enabled(b.think);
     let defs = tools.as_ref().map(|t| t.defs.as_slice());
     let prompt = generate::chat_prompt(&m, &for_model, defs, "", &think)?;
-    let max_tokens = generate::max_tokens(&st, prompt.ids.len(), b.max_tokens)?;
+    let max_tokens = st
+        .inference
+        .tokens_to_generate(prompt.ids.len(), b.max_tokens)?;
     let names = tools.map(|t| t.names);
     let mut parts = ReplyParts::new(prompt.reasoning, names, think.enabled != Some(false));
     let rx = generate::start(&m, GenRequest::plain(prompt.ids, sampling, max_tokens))?;

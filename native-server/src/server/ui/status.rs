@@ -24,7 +24,7 @@ pub async fn models(
     caller: crate::server::auth::caller::Caller,
 ) -> Result<Json<UiModels>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let scope = crate::server::auth::access::scope(&st, &caller).await?;
+    let scope = crate::server::auth::access::scope(&st.inference, &caller).await?;
     let reg = &st.registry;
     let (default, list) = reg.with_catalog(|c| {
         let list: Vec<(String, Result<Resolved, RegistryError>)> = c
@@ -76,7 +76,7 @@ pub async fn models(
         backend: st.cfg.backend.clone(),
         supported_backends: vec!["cpu", "wgpu"],
         context_length: st.cfg.n_ctx,
-        default_max_tokens: st.max_tokens(),
+        default_max_tokens: st.inference.max_tokens(),
         parallel: st.cfg.parallel,
         projector: None,
         video: None,

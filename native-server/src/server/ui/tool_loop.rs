@@ -13,7 +13,7 @@ use super::types::UiFrame;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Step};
 use crate::server::code::types::{ExecutedCall, SkillStepFrame, ToolProgressFrame};
 use crate::server::common::reply::ReplyParts;
-use crate::server::generate::{self, GenRequest, Reasoning};
+use crate::server::generate::{GenRequest, Reasoning};
 use crate::server::leased::Leased;
 use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
@@ -80,7 +80,7 @@ pub fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Response 
     let st2 = st.clone();
     let (sampling, max_tokens) = (r.sampling, r.max_tokens);
     let make_req = move |_: &Leased, prompt: Vec<u32>| {
-        let max_tokens = generate::max_tokens(&st2, prompt.len(), max_tokens)?;
+        let max_tokens = st2.inference.tokens_to_generate(prompt.len(), max_tokens)?;
         Ok(GenRequest::plain(prompt, sampling.clone(), max_tokens))
     };
     let reasoning = match m.template().is_some_and(|t| t.marks_reasoning()) {

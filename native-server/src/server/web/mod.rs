@@ -148,7 +148,7 @@ struct WebModels {
 }
 
 async fn list(State(st): State<Shared>, caller: Caller) -> Response {
-    let scope = match access::scope(&st, &caller).await {
+    let scope = match access::scope(&st.inference, &caller).await {
         Ok(s) => s,
         Err(e) => return plain(e.status, e.message),
     };
@@ -260,7 +260,7 @@ async fn download(
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    let scope = match access::scope(&st, &caller).await {
+    let scope = match access::scope(&st.inference, &caller).await {
         Ok(s) => s,
         Err(e) => return plain(e.status, e.message),
     };

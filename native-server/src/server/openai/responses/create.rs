@@ -185,7 +185,10 @@ pub async fn create(
     let messages = input::to_messages(b.instructions.as_deref(), &items);
     let format = text_format(b.text.as_ref())?;
     let defs = function_tools(b.tools.as_deref().unwrap_or_default())?;
-    let m = st.lease_named(&ctx, b.model.as_deref(), None).await?;
+    let m = st
+        .inference
+        .lease_named(&ctx, b.model.as_deref(), None)
+        .await?;
     let offered = tool_choice::offer(b.tool_choice.as_ref(), defs, &m)?;
     // No reasoning output items yet: reasoning is switched off where the template can.
     let think = generate::Think::enabled(Some(false));
@@ -197,7 +200,7 @@ pub async fn create(
         max_tokens: b.max_output_tokens,
         ..Default::default()
     };
-    let mut req = common.to_request(&st, &m, prompt.ids, None)?;
+    let mut req = common.to_request(&st.inference, &m, prompt.ids, None)?;
     req.json = json;
     let draft = draft(&b, &m.name, req.sampling.temperature, req.sampling.top_p);
     let names = offered.map(|o| o.names);
