@@ -57,7 +57,7 @@ impl Plan {
 /// tools at all (OpenAI `tool_choice: "none"` or a forced call, structured output). An unknown
 /// skill name is a 400.
 pub async fn plan(
-    code: &CodeTools,
+    tools: &CodeTools,
     m: &Leased,
     fields: &SkillFields,
     scope: Scope,
@@ -69,9 +69,9 @@ pub async fn plan(
         && m.facts
             .capabilities_with(m.overrides.template.as_deref())
             .tools;
-    let code = capable && code.sandbox.is_some();
+    let code = capable && tools.sandbox.is_some();
     if code {
-        code.admit_code_request()?;
+        tools.admit_code_request()?;
     }
     let skill_tools = capable && !names.is_empty();
     if names.is_empty() && !code {
@@ -81,10 +81,10 @@ pub async fn plan(
         });
     }
     // Reading the skills folders and making a workspace touch the disk: off the async workers.
-    let skills = code.skills.clone();
+    let skills = tools.skills.clone();
     let want_workspace = code || skill_tools;
     let request_scope = matches!(scope, Scope::Request(_));
-    let artifacts_dir = code.artifacts_dir(scope.owner());
+    let artifacts_dir = tools.artifacts_dir(scope.owner());
     let (selected, others, ws, artifacts) = tokio::task::spawn_blocking(move || {
         let selected = skills.select(&names)?;
         let others: Vec<Skill> = if discovery && skill_tools {
@@ -122,14 +122,14 @@ pub async fn plan(
     }
     let ws = match (ws, &scope) {
         (Some(ws), _) => ws,
-        (None, Scope::Session(owner, sid)) => code.session_workspace(owner, sid).await?,
+        (None, Scope::Session(owner, sid)) => tools.session_workspace(owner, sid).await?,
         (None, Scope::Request(_)) => unreachable!("a request workspace is made above"),
     };
     let artifacts =
         artifacts.ok_or_else(|| ApiError::internal("no artifact store for the workspace"))?;
-    let mut lp = ToolLoop::new(code.loop_sandbox()?, ws);
+    let mut lp = ToolLoop::new(tools.loop_sandbox()?, ws);
     if skill_tools {
-        lp = lp.with_skills(code.skills.clone());
+        lp = lp.with_skills(tools.skills.clone());
         if !discovery {
             // Without discovery the model sees only the skills the request named.
             lp.visible_skills = Some(
@@ -142,7 +142,7 @@ pub async fn plan(
     }
     lp.tools.code = code;
     // Every surface's runs go through this loop: its slots bound them server-wide.
-    lp.slots = Some(code.runs.clone());
+    lp.slots = Some(tools.runs.clone());
     Ok(Plan {
         system,
         agent: Some(Agent::new(lp, artifacts)),
