@@ -37,7 +37,7 @@ use crate::{Result, Storage};
 pub const MINUTE_US: i64 = 60_000_000;
 
 /// The most refill a bucket may owe (100 days): a key with a tiny limit and huge generations
-/// waits at most this long, and the sum below never overflows 64 bits.
+/// waits at most this long, and the times never overflow 64 bits.
 pub const MAX_BACKLOG_US: i64 = 100 * 24 * 60 * MINUTE_US;
 
 /// What a tokens-per-minute check needs: the bucket holds anything (more than 0 units).
@@ -85,15 +85,16 @@ pub fn fits(backlog: i64, need: i64) -> Verdict {
     Err(u32::try_from(secs).unwrap_or(u32::MAX).max(1))
 }
 
-/// The bucket's `full_at` after `cost` is taken at `now` (its debt kept within
-/// [`MAX_BACKLOG_US`]).
+/// The bucket's `full_at` after `cost` (at most [`MAX_BACKLOG_US`]) is taken at `now`: its
+/// backlog grows by `cost`, up to [`MAX_BACKLOG_US`].
 pub fn after(full_at: i64, now: i64, cost: i64) -> i64 {
-    full_at.max(now).min(now + MAX_BACKLOG_US) + cost
+    full_at.max(now).min(now + (MAX_BACKLOG_US - cost)) + cost
 }
 
 /// The statements, per backend: the same text but for the clock and the names of the
 /// two-argument maximum and minimum. `$1` is the time (null: the database's clock), `$2` the
-/// key, `$3` the kind, `$4` the cost, `$5` the largest backlog that still lets it in.
+/// key, `$3` the kind, `$4` the cost, `$5` the largest backlog that still lets it in, `$6`
+/// the largest backlog the cost may be added to (`MAX_BACKLOG_US - cost`).
 macro_rules! statements {
     ($greatest:literal, $least:literal, $clock:literal) => {
         Statements {
@@ -189,7 +190,7 @@ impl Storage {
             .bind(kind.as_str())
             .bind(cost)
             .bind(room)
-            .bind(MAX_BACKLOG_US)
+            .bind(MAX_BACKLOG_US - cost)
             .fetch_optional(p)
             .await?
             .is_some());
@@ -260,6 +261,7 @@ mod tests {
         assert_eq!(fits(backlog(full_at, 5_000_001), ANY_US), Ok(()));
         // Debt is capped, so the times never overflow.
         let huge = after(i64::MAX / 2, 0, MAX_BACKLOG_US);
-        assert_eq!(huge, 2 * MAX_BACKLOG_US);
+        assert_eq!(huge, MAX_BACKLOG_US);
+        assert_eq!(after(huge, 0, cost_us(1, 1)), MAX_BACKLOG_US);
     }
 }
