@@ -16,17 +16,20 @@
 //!   put the bucket in debt (`backlog > 1 min`), and later requests wait for the refill.
 //!
 //! A refused request is told to wait the whole seconds (rounded up, at least 1) until the
-//! backlog is low enough, which is exactly when the same check next lets it in.
+//! backlog is low enough, by when the same check lets it in.
 //!
 //! Each check-and-take is one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` on the key's
 //! row, which the database runs atomically (the row is locked for the update), so concurrent
-//! requests on any number of replicas are counted exactly: **no error bound beyond the
-//! in-memory bucket's** — unlike a fixed one-minute window (up to 2 N in a minute straddling
-//! two windows) or a sliding estimate from two windows (exact only if the previous window's
-//! requests were spread evenly). Time is the database's clock (`clock_timestamp()`), one clock
-//! for every replica, so skew between the servers' clocks does not matter. The table holds
-//! one row per key and limit, updated in place: nothing to prune (a row whose `full_at` has
-//! passed is a full bucket, the same as no row).
+//! requests on any number of replicas are counted exactly. **Error bound**: none for requests
+//! per minute beyond rounding each cost up to the microsecond (which only ever refuses
+//! sooner) — unlike a fixed one-minute window (up to 2 N in a minute straddling two windows)
+//! or a sliding estimate from two windows (exact only if the previous window's requests were
+//! spread evenly). Tokens per minute can be overshot by design, as in memory: the requests
+//! let in at once while the bucket held anything all spend theirs, and later ones wait for
+//! that whole debt. Time is the database's clock (`clock_timestamp()`), one clock for every
+//! replica, so skew between the servers' clocks does not matter. The table holds one row per
+//! key and limit, updated in place: nothing to prune (a row whose `full_at` has passed is a
+//! full bucket, the same as no row).
 //!
 //! The same arithmetic ([`backlog`], [`fits`], [`after`], [`cost_us`]) serves a server's
 //! in-memory buckets (the server keeps those on SQLite, where one process owns the database).
@@ -44,8 +47,8 @@ pub const MAX_BACKLOG_US: i64 = 100 * 24 * 60 * MINUTE_US;
 pub const ANY_US: i64 = 1;
 
 /// Which of a key's limits a row counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RateKind {
+#[derive(Clone, Copy)]
+enum RateKind {
     Requests,
     Tokens,
 }

@@ -44,7 +44,12 @@ fn requests_per_minute_are_shared_by_replicas() {
     for c in [&ca, &cb] {
         let r = call(c, &key, "GET", "/v1/models", None);
         assert_eq!(r.status, 429, "{}", r.body);
-        assert_eq!(r.json()["error"]["code"], "rate_limit_exceeded", "{}", r.body);
+        assert_eq!(
+            r.json()["error"]["code"],
+            "rate_limit_exceeded",
+            "{}",
+            r.body
+        );
         assert!(r.body.contains("2 requests per minute"), "{}", r.body);
         // A request is 30 s of refill: the wait is at most that.
         let wait = retry_after(&r);
@@ -87,7 +92,8 @@ fn tokens_per_minute_are_shared_by_replicas() {
         assert!((1..=most).contains(&wait), "{wait} (at most {most})");
     }
     // The Ollama surface on the other replica refuses too, in its shape.
-    let body = json!({"model": "smol", "stream": false, "prompt": "Hi", "options": {"num_predict": 1}});
+    let body =
+        json!({"model": "smol", "stream": false, "prompt": "Hi", "options": {"num_predict": 1}});
     let r = call(&cb, &key, "POST", "/api/generate", Some(&body.to_string()));
     assert_eq!(r.status, 429, "{}", r.body);
     assert!(r.header("retry-after").is_some());
@@ -103,7 +109,10 @@ async fn arithmetic(s: &Storage) {
     assert_eq!(s.take_request("k", 2, at(0)).await.unwrap(), Ok(()));
     assert_eq!(s.take_request("k", 2, at(0)).await.unwrap(), Err(30));
     // A refused request takes nothing: half a second short, then exactly enough.
-    assert_eq!(s.take_request("k", 2, at(29 * S + S / 2)).await.unwrap(), Err(1));
+    assert_eq!(
+        s.take_request("k", 2, at(29 * S + S / 2)).await.unwrap(),
+        Err(1)
+    );
     assert_eq!(s.take_request("k", 2, at(30 * S)).await.unwrap(), Ok(()));
     assert_eq!(s.take_request("k", 2, at(30 * S)).await.unwrap(), Err(30));
     // An idle bucket refills to full, not beyond: two again after ten minutes, not twenty.
