@@ -1,5 +1,5 @@
 //! weft-storage: the server's persistent state (API keys, users, tenants, settings,
-//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs, stored responses) behind one interface,
+//! moderation rules, audit, chat-UI sessions, A/B tests, adapters, model jobs, stored responses, shared rate limits) behind one interface,
 //! [`Storage`], on one of two backends:
 //!
 //! - SQLite, embedded (the default: `$WEFT_HOME/weft.db`, WAL), for one server;
@@ -30,6 +30,7 @@ mod migrate;
 mod model_aliases;
 mod moderation;
 mod private;
+pub mod rate_limits;
 mod responses;
 mod sessions;
 mod settings;
@@ -46,7 +47,7 @@ use sqlx::{PgPool, SqlitePool};
 pub use ab::{AbTest, AbVote, NewAbTest, NewAbVote, Variant, WHOLE as AB_WHOLE};
 pub use adapters::{Adapter, NewAdapter};
 pub use audit::{AuditEntry, NewAudit};
-pub use dump::{DumpItem, Row, TABLES};
+pub use dump::{DumpItem, Row, NOT_BACKED_UP, TABLES};
 pub use error::{Result, StorageError};
 pub use jobs::{JobOwner, JobRow, JOB_LIVE};
 pub use keys::{ApiKey, NewKey};

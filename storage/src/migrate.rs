@@ -63,6 +63,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0010_responses.sql"),
         postgres: include_str!("../migrations/postgres/0010_responses.sql"),
     },
+    Migration {
+        version: 11,
+        name: "rate_limits",
+        sqlite: include_str!("../migrations/sqlite/0011_rate_limits.sql"),
+        postgres: include_str!("../migrations/postgres/0011_rate_limits.sql"),
+    },
 ];
 
 const LEDGER: &str = "CREATE TABLE IF NOT EXISTS weft_migrations (

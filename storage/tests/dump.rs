@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use weft_storage::{NewAudit, NewTenant, Row, Storage, StorageError, TABLES};
+use weft_storage::{NewAudit, NewTenant, Row, Storage, StorageError, NOT_BACKED_UP, TABLES};
 
 async fn fresh(tag: &str) -> (Storage, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("weft-dump-{tag}-{}", std::process::id()));
@@ -39,7 +39,7 @@ async fn every_table_is_dumped() {
     .unwrap();
     for n in &names {
         assert!(
-            TABLES.contains(&n.as_str()),
+            TABLES.contains(&n.as_str()) || NOT_BACKED_UP.contains(&n.as_str()),
             "table {n} is not in weft_storage::TABLES (storage/src/dump.rs): backups would miss it"
         );
     }

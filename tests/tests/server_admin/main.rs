@@ -18,6 +18,7 @@ mod replicas;
 mod restart;
 mod sessions;
 mod settings;
+mod shared_limits;
 mod soak;
 mod tenancy;
 mod tenancy_models;

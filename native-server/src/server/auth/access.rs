@@ -7,7 +7,7 @@
 //!    that does not exist, so generation does not reveal which names exist either) while the
 //!    tenant's token quota lasts (429);
 //! 4. a key with a tokens-per-minute limit waits (429 + `Retry-After`) while its bucket is
-//!    in debt.
+//!    in debt (shared by replicas on Postgres: see `usage`).
 //!
 //! The tenant's allow-list is one [`Scope`], and every surface that names or lists a model
 //! looks names up through it ([`scope`], then the catalog's `resolve_in` / `names_in`):
@@ -64,7 +64,8 @@ pub async fn admit(
             scope = Scope::allow_list(tenant.models.as_deref());
         }
         if let Some(tpm) = p.tokens_per_minute {
-            st.usage.check_tpm(&p.actor, tpm).map_err(|secs| {
+            let verdict = st.usage.check_tpm(&st.storage, &p.actor).await?;
+            verdict.map_err(|secs| {
                 ApiError::rate_limited(
                     format!(
                         "this key's limit of {tpm} tokens per minute is used up; retry in {secs} s"

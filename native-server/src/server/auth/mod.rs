@@ -151,7 +151,7 @@ impl Auth {
         let role = Role::parse(&k.role).ok_or_else(bad)?;
         if let Some(rpm) = k.rate_limit_rpm.filter(|r| *r > 0) {
             let rpm = u32::try_from(rpm).unwrap_or(u32::MAX);
-            self.limiter.take(&k.id, rpm).map_err(|secs| {
+            self.limiter.take(storage, &k.id, rpm).await?.map_err(|secs| {
                 ApiError::rate_limited(
                     format!("rate limit of {rpm} requests per minute reached for this key; retry in {secs} s"),
                     secs,

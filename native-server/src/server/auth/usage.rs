@@ -6,8 +6,10 @@
 //! - **tokens per minute** (per key): a bucket of `tpm` tokens refilled at `tpm / 60` per
 //!   second. A request is let in while the bucket holds anything; its tokens are then taken
 //!   out, which may leave the bucket in debt, and the wait a refused request is told
-//!   (`Retry-After`) is how long the refill takes to clear the debt. In this process's
-//!   memory, like the requests-per-minute limit: each replica counts on its own.
+//!   (`Retry-After`) is how long the refill takes to clear the debt. Like the
+//!   requests-per-minute limit ([`super::limit`]), the bucket is in the database on Postgres
+//!   (shared by replicas; the sequence's last event waits for the write) and in this
+//!   process's memory on SQLite; the arithmetic is `weft_storage::rate_limits`.
 //! - **tenant quotas**: usage is added to the tenant's row in the database (shared by
 //!   replicas), and the sequence's last event is held back until that write has landed.
 //!   The database is then the only count, read by every check: an earlier design also kept
@@ -15,68 +17,34 @@
 //!   could read the row before the write and the in-memory count after it was settled, and
 //!   so miss the tokens altogether (a request let in after another was refused).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
-use weft_storage::Storage;
+use weft_storage::rate_limits::{self, Verdict, ANY_US};
+use weft_storage::{Storage, StorageError};
 
-struct Bucket {
-    tokens: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    /// Refills for the time since the last look.
-    fn refill(&mut self, tpm: f64, now: Instant) {
-        let per_sec = tpm / 60.0;
-        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * per_sec).min(tpm);
-        self.at = now;
-    }
-}
+use super::limit::{shared, Local};
 
 /// The counters of one server process.
 #[derive(Default)]
 pub struct Usage {
-    /// Tokens-per-minute buckets by key id.
-    buckets: Mutex<HashMap<String, Bucket>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    /// Tokens-per-minute buckets by key id, when they are kept in memory (SQLite).
+    local: Local,
 }
 
 impl Usage {
-    /// Whether `key` may start a request under `tpm`: `Err(seconds)` until its bucket holds
-    /// a token again.
-    pub fn check_tpm(&self, key: &str, tpm: u32) -> Result<(), u32> {
-        let tpm = f64::from(tpm.max(1));
-        let now = Instant::now();
-        let mut all = lock(&self.buckets);
-        let b = all.entry(key.to_string()).or_insert(Bucket {
-            tokens: tpm,
-            at: now,
-        });
-        b.refill(tpm, now);
-        if b.tokens > 0.0 {
-            Ok(())
-        } else {
-            // The whole seconds after which the debt is cleared and a token more is in.
-            Err((-b.tokens / (tpm / 60.0)).floor() as u32 + 1)
+    /// Whether `key` may start a request under its tokens-per-minute limit: `Ok(Err(seconds))`
+    /// until its bucket holds a token again.
+    pub async fn check_tpm(&self, storage: &Storage, key: &str) -> Result<Verdict, StorageError> {
+        if shared(storage) {
+            return storage.check_tokens(key, None).await;
         }
+        Ok(self.local.check(key, ANY_US, self.local.now()))
     }
 
-    /// Takes `tokens` a request used out of `key`'s bucket.
-    pub fn spend_tpm(&self, key: &str, tpm: u32, tokens: u64) {
-        let tpm = f64::from(tpm.max(1));
-        let now = Instant::now();
-        let mut all = lock(&self.buckets);
-        let b = all.entry(key.to_string()).or_insert(Bucket {
-            tokens: tpm,
-            at: now,
-        });
-        b.refill(tpm, now);
-        b.tokens -= tokens as f64;
+    /// Takes `tokens` a request used out of `key`'s in-memory bucket.
+    fn spend_local(&self, key: &str, tpm: u32, tokens: u64) {
+        let cost = rate_limits::cost_us(tpm, tokens);
+        self.local.spend(key, cost, self.local.now());
     }
 }
 
@@ -93,23 +61,32 @@ pub struct Meter {
 
 impl Meter {
     /// Counts a finished generation's tokens, then calls `then` (which passes the sequence's
-    /// last event on): at once when only the in-memory bucket changes, after the database
-    /// write when a tenant's usage does. `then` runs even when the write fails (logged), so a
-    /// database error never leaves a response hanging.
+    /// last event on): at once when only memory changes, after the database writes when the
+    /// key's bucket is shared (Postgres) or a tenant's usage changes. `then` runs even when a
+    /// write fails (logged), so a database error never leaves a response hanging.
     pub fn record(&self, tokens: u64, then: impl FnOnce() + Send + 'static) {
-        if let Some((key, tpm)) = &self.key {
-            if tokens > 0 {
-                self.usage.spend_tpm(key, *tpm, tokens);
+        let mut key = self.key.clone().filter(|_| tokens > 0);
+        if !shared(&self.storage) {
+            if let Some((k, tpm)) = key.take() {
+                self.usage.spend_local(&k, tpm, tokens);
             }
         }
-        let Some(t) = self.tenant.clone().filter(|_| tokens > 0) else {
+        let tenant = self.tenant.clone().filter(|_| tokens > 0);
+        if key.is_none() && tenant.is_none() {
             return then();
-        };
+        }
         let n = i64::try_from(tokens).unwrap_or(i64::MAX);
         let storage = self.storage.clone();
         self.runtime.spawn(async move {
-            if let Err(e) = storage.add_tenant_tokens(&t, n).await {
-                tracing::error!(error = %e, tenant = %t, "recording a tenant's token use");
+            if let Some((k, tpm)) = key {
+                if let Err(e) = storage.spend_tokens(&k, tpm, tokens, None).await {
+                    tracing::error!(error = %e, key = %k, "recording a key's tokens per minute");
+                }
+            }
+            if let Some(t) = tenant {
+                if let Err(e) = storage.add_tenant_tokens(&t, n).await {
+                    tracing::error!(error = %e, tenant = %t, "recording a tenant's token use");
+                }
             }
             then();
         });
@@ -122,13 +99,13 @@ mod tests {
 
     #[test]
     fn a_bucket_in_debt_refuses_until_the_refill_clears_it() {
-        let u = Usage::default();
-        assert!(u.check_tpm("k", 600).is_ok());
-        // 600 per minute is 10 a second: 650 used leaves a debt of 50, about 5 s.
-        u.spend_tpm("k", 600, 650);
-        let wait = u.check_tpm("k", 600).unwrap_err();
-        assert!((5..=6).contains(&wait), "{wait}");
+        let l = Local::default();
+        assert!(l.check("k", ANY_US, 0).is_ok());
+        // 600 per minute is 10 a second: 650 used leaves a debt of 50, 5 s.
+        l.spend("k", rate_limits::cost_us(600, 650), 0);
+        assert_eq!(l.check("k", ANY_US, 0), Err(6));
+        assert_eq!(l.check("k", ANY_US, 5_000_001), Ok(()));
         // Another key has its own bucket.
-        assert!(u.check_tpm("other", 600).is_ok());
+        assert!(l.check("other", ANY_US, 0).is_ok());
     }
 }
