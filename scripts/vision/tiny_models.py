@@ -62,32 +62,6 @@ def name_architecture(out: Path, arch: str) -> None:
         p.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
-def as_byte_level_bpe(out: Path) -> None:
-    """transformers rebuilds a GGUF "gpt2" tokenizer as a Llama-style BPE (byte fallback, a
-    SentencePiece-style decoder). SmolLM2's own tokenizer is plain byte-level BPE; restoring
-    that shape makes llama.cpp's converter write it as gpt2/smollm, as in the real GGUF."""
-    p = out / "tokenizer.json"
-    t = json.loads(p.read_text())
-    t["model"]["byte_fallback"] = False
-    t["normalizer"] = None
-    # SmolLM2 splits digits one by one before byte-level BPE (llama.cpp's "smollm" pre-tokenizer)
-    t["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": True},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
-    t["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
-    p.write_text(json.dumps(t, ensure_ascii=False))
-    p = out / "tokenizer_config.json"
-    c = json.loads(p.read_text())
-    c["tokenizer_class"] = "GPT2Tokenizer"
-    # as SmolLM2-Instruct: no automatic BOS, turns end with <|im_end|>
-    c.update(bos_token="<|im_start|>", eos_token="<|im_end|>", pad_token="<|im_end|>",
-             unk_token="<|endoftext|>", add_bos_token=False)
-    for k in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
-        c.pop(k, None)
-    c.pop("legacy", None)
-    p.write_text(json.dumps(c, indent=2, ensure_ascii=False))
-
-
 def gemma3(out: Path, seed: int = 1) -> None:
     """Gemma 3 vision: SigLIP ViT at 896 px, 14 px patches (64x64 = 4096 patches), 4x4 average
     pool to 256 tokens, RMS-normed and projected to the text width. The text width is 640, that
@@ -205,9 +179,11 @@ def idefics3(out: Path, seed: int = 3, tokenizer_gguf: Path | None = None) -> No
     name_architecture(out, "Idefics3ForConditionalGeneration")
     tok.save_pretrained(out)
     # a tokenizer read from a GGUF saves that GGUF as "tokenizer.model"; it is a BPE tokenizer,
-    # tokenizer.json describes it fully, and the converter would take the file for SentencePiece
+    # tokenizer.json describes it fully, and the converter would take the file for SentencePiece.
+    # transformers' rebuild of it is only approximate (llama.cpp's converter does not recognize
+    # its pre-tokenizer), so the text GGUF's tokenizer is replaced afterwards by the real
+    # SmolLM2 one (gguf_vocab.py); this folder's tokenizer serves only the conversion.
     (out / "tokenizer.model").unlink(missing_ok=True)
-    as_byte_level_bpe(out)
     Idefics3ImageProcessor(
         do_convert_rgb=True, do_resize=True, size={"longest_edge": 4 * 512}, resample=1,
         do_image_splitting=True, max_image_size={"longest_edge": 512}, do_rescale=True,
