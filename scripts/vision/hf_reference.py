@@ -124,6 +124,23 @@ class Idefics3:
         self.proc = Idefics3ImageProcessor.from_pretrained(hf_dir)
         self.mean, self.std = self.proc.image_mean, self.proc.image_std
 
+    def identity_positions(self, on: bool) -> None:
+        """transformers 4.57's Idefics3VisionEmbeddings scales the patch coordinates by
+        (1 - 1e-6) before bucketizing them on boundaries k/32, so patch k lands in bucket k-1:
+        position ids per axis are 0, 0, 1, ..., 30 instead of 0..31. llama.cpp (and the
+        original Idefics3 code) use 0..31. With `on`, a full tile gets position ids 0..n-1."""
+        emb = self.model.model.vision_model.embeddings
+        if not on:
+            emb.forward = type(emb).forward.__get__(emb)
+            return
+
+        def forward(pixel_values, patch_attention_mask=None):
+            x = emb.patch_embedding(pixel_values).flatten(2).transpose(1, 2)
+            ids = torch.arange(x.shape[1]).expand(x.shape[0], -1)
+            return x + emb.position_embedding(ids)
+
+        emb.forward = forward
+
     def hf_pixels(self, img: Image.Image) -> dict:
         out = self.proc(images=[[img]], return_tensors="pt")
         return {"pixel_values": out["pixel_values"], "pixel_attention_mask": out["pixel_attention_mask"]}
@@ -159,6 +176,8 @@ def main() -> None:
     torch.manual_seed(0)
     torch.set_num_threads(2)
     fam = FAMILIES[family](hf_dir)
+    if hasattr(fam, "identity_positions"):
+        fam.identity_positions(True)
     mtmd = [json.loads(line) for line in (ref_dir / "mtmd.jsonl").read_text().splitlines() if line.strip()]
     images = {p.stem: p for p in image_dir.iterdir()}
     index = {"family": family, "pixel_mean": list(map(float, fam.mean)), "pixel_std": list(map(float, fam.std)),
@@ -194,6 +213,11 @@ def main() -> None:
         hf_in = fam.hf_pixels(img)
         hf = fam.features(hf_in)
         hf_on_mtmd = fam.features(fam.from_mtmd(px, shapes))
+        raw_on_mtmd = None
+        if hasattr(fam, "identity_positions"):
+            fam.identity_positions(False)
+            raw_on_mtmd = fam.features(fam.from_mtmd(px, shapes))
+            fam.identity_positions(True)
         # shipped: transformers' encoder on mtmd's exact input, the reference an encoder that
         # preprocesses as mtmd does can be held to; transformers' own preprocessing is only
         # summarized (index.json), since it differs from mtmd's by design for most images
@@ -226,6 +250,11 @@ def main() -> None:
             c, m = cos_maxabs(hf_on_mtmd, embd)
             entry["hf_vs_mtmd"] = {"cosine": c, "max_abs": m,
                                                   "min_token_cosine": per_token_min_cos(hf_on_mtmd, embd)}
+        if raw_on_mtmd is not None and raw_on_mtmd.shape == embd.shape:
+            c, m = cos_maxabs(raw_on_mtmd, embd)
+            entry["hf_unpatched_positions_vs_mtmd"] = {"cosine": c, "max_abs": m}
+            entry["hf_embd_note"] = ("hf_embd.f32 is transformers with patch position ids 0..n-1 as "
+                                     "in llama.cpp (see Idefics3.identity_positions in hf_reference.py)")
         entry["embd_abs_max"] = float(np.abs(embd).max())
         index["images"].append(entry)
         print(stem, {k: entry.get(k) for k in ("pixels_hf_vs_mtmd_maxabs", "hf_vs_mtmd", "hf_own_preprocessing_vs_mtmd")},

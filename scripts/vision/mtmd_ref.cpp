@@ -48,11 +48,36 @@ static const ggml_tensor * raw_input(const ggml_tensor * t) {
     return nullptr;
 }
 
+// MTMD_REF_DUMP_NODE=NAME (a debugging aid, unused by the references): every graph node
+// whose name starts with NAME is written to /tmp/mtmd_ref_<name>_<n>.f32 (f32 nodes only)
+static void dump_node(const ggml_tensor * t) {
+    static int n = 0;
+    const char * want = std::getenv("MTMD_REF_DUMP_NODE");
+    if (!want || std::strncmp(ggml_get_name(t), want, std::strlen(want)) != 0 || t->type != GGML_TYPE_F32) {
+        return;
+    }
+    std::vector<float> data(ggml_nelements(t));
+    ggml_backend_tensor_get(t, data.data(), 0, ggml_nbytes(t));
+    std::string path = "/tmp/mtmd_ref_" + std::string(ggml_get_name(t)) + "_" + std::to_string(n++) + ".f32";
+    std::fprintf(stderr, "dump %s [%lld %lld %lld %lld] -> %s\n", ggml_get_name(t), (long long) t->ne[0],
+                 (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3], path.c_str());
+    FILE * f = std::fopen(path.c_str(), "wb");
+    if (f) {
+        std::fwrite(data.data(), sizeof(float), data.size(), f);
+        std::fclose(f);
+    }
+}
+
 static bool on_eval(ggml_tensor * t, bool ask, void * user_data) {
     auto * cap = (capture *) user_data;
     const ggml_tensor * src = raw_input(t);
+    const char * want = std::getenv("MTMD_REF_DUMP_NODE");
+    const bool dump = cap->enabled && want && std::strncmp(ggml_get_name(t), want, std::strlen(want)) == 0;
     if (ask) {
-        return cap->enabled && src != nullptr;
+        return (cap->enabled && src != nullptr) || dump;
+    }
+    if (dump) {
+        dump_node(t);
     }
     if (cap->enabled && src != nullptr) {
         if (src->type != GGML_TYPE_F32) {
