@@ -7,7 +7,9 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use weft_core::vision::{decode_image, gemma3, DecodeLimits, ImageError, RgbImage};
+use weft_core::vision::{
+    decode_image, gemma3, idefics3, qwen2vl, DecodeLimits, ImageError, PixelTensor, RgbImage,
+};
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/vision")
@@ -40,61 +42,106 @@ fn stem(name: &str) -> &str {
     name.rsplit_once('.').unwrap().0
 }
 
-#[test]
-fn gemma3_preprocessing_is_pixel_identical_to_mtmd() {
-    let ix = index("gemma3");
-    let dir = data_dir().join("gemma3");
+/// Runs `preprocess` on every reference image of `family` (starting from the RGB mtmd
+/// decoded, so this is about preprocessing alone) and checks each encoder input against mtmd's:
+/// the 8-bit image sample by sample, the shape, and the SHA-256 of all the f32 tensors.
+fn check_family(
+    family: &str,
+    preprocess: impl Fn(&RgbImage, [f32; 3], [f32; 3]) -> (Vec<RgbImage>, Vec<PixelTensor>),
+) {
+    let ix = index(family);
+    let dir = data_dir().join(family);
     let (mean, std) = (triple(&ix["pixel_mean"]), triple(&ix["pixel_std"]));
     let images = ix["images"].as_array().unwrap();
     assert_eq!(images.len(), 5);
     for e in images {
         let name = e["image"].as_str().unwrap();
-        // start from the RGB mtmd decoded, so this test is about preprocessing alone
         let src = decode(&dir.join(e["decoded_png"].as_str().unwrap()));
         let hw = e["decoded_hw"].as_array().unwrap();
         assert_eq!(
             (src.height as u64, src.width as u64),
             (hw[0].as_u64().unwrap(), hw[1].as_u64().unwrap()),
-            "{name}: decoded size"
+            "{family} {name}: decoded size"
         );
-        let shape: Vec<usize> = e["pixel_shapes_bchw"][0]
-            .as_array()
-            .unwrap()
+        let (imgs, tensors) = preprocess(&src, mean, std);
+        let pngs = e["pixel_pngs"].as_array().unwrap();
+        let shapes = e["pixel_shapes_bchw"].as_array().unwrap();
+        assert_eq!(
+            (imgs.len(), tensors.len()),
+            (pngs.len(), shapes.len()),
+            "{family} {name}: encoder inputs"
+        );
+        let mut hasher = Sha256::new();
+        for (k, ((img, tensor), (png, shape))) in imgs
             .iter()
-            .map(|v| v.as_u64().unwrap() as usize)
-            .collect();
-        assert_eq!(shape[0..2], [1, 3], "{name}");
-        let (square, tensor) = gemma3(&src, shape[3] as u32, mean, std);
-
-        let want = decode(&dir.join(e["pixel_pngs"][0].as_str().unwrap()));
-        assert_eq!(
-            (square.width, square.height),
-            (want.width, want.height),
-            "{name}: size"
-        );
-        let differing = square
-            .data
-            .iter()
-            .zip(&want.data)
-            .filter(|(a, b)| a != b)
-            .count();
-        assert_eq!(
-            differing, 0,
-            "{name}: {differing} samples differ from mtmd's padded image"
-        );
-
-        assert_eq!(
-            (tensor.channels, tensor.height, tensor.width),
-            (3, shape[2], shape[3]),
-            "{name}"
-        );
-        let hash = format!("{:x}", Sha256::digest(tensor.to_le_bytes()));
+            .zip(&tensors)
+            .zip(pngs.iter().zip(shapes))
+            .enumerate()
+        {
+            let want = decode(&dir.join(png.as_str().unwrap()));
+            assert_eq!(
+                (img.width, img.height),
+                (want.width, want.height),
+                "{family} {name} input {k}: size"
+            );
+            let differing = img
+                .data
+                .iter()
+                .zip(&want.data)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(
+                differing, 0,
+                "{family} {name} input {k}: {differing} samples differ from mtmd's"
+            );
+            let shape: Vec<usize> = shape
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as usize)
+                .collect();
+            assert_eq!(
+                vec![1, tensor.channels, tensor.height, tensor.width],
+                shape,
+                "{family} {name} input {k}"
+            );
+            hasher.update(tensor.to_le_bytes());
+        }
+        let hash = format!("{:x}", hasher.finalize());
         assert_eq!(
             hash,
             e["pixels_f32_sha256"].as_str().unwrap(),
-            "{name}: f32 tensor differs from mtmd's"
+            "{family} {name}: f32 tensors differ from mtmd's"
         );
     }
+}
+
+#[test]
+fn gemma3_preprocessing_is_pixel_identical_to_mtmd() {
+    check_family("gemma3", |img, mean, std| {
+        let (square, tensor) = gemma3(img, 896, mean, std);
+        (vec![square], vec![tensor])
+    });
+}
+
+#[test]
+fn qwen25vl_preprocessing_is_pixel_identical_to_mtmd() {
+    // 14 px patches, 2x2 merge: sides in multiples of 28, 8 to 4096 merged tokens (mtmd's limits)
+    check_family("qwen25vl", |img, mean, std| {
+        let (fitted, tensor) = qwen2vl(img, 28, 8, 4096, mean, std);
+        (vec![fitted], vec![tensor])
+    });
+}
+
+#[test]
+fn idefics3_preprocessing_is_pixel_identical_to_mtmd() {
+    // SmolVLM: 2048 px longest edge, 512 px tiles
+    check_family("idefics3", |img, mean, std| {
+        let (t, tensors) = idefics3(img, 2048, 512, mean, std);
+        let mut imgs = t.tiles;
+        imgs.push(t.overview);
+        (imgs, tensors)
+    });
 }
 
 #[test]

@@ -86,6 +86,140 @@ pub fn gemma3(
     (square, tensor)
 }
 
+/// The encoder input size Qwen2-VL / Qwen2.5-VL use for a `width` x `height` image: each side
+/// rounded to a multiple of `align` (patch size x merge size, 28), then scaled, keeping the
+/// aspect ratio, so the area lies within `min_pixels ..= max_pixels` (transformers'
+/// `smart_resize`; mtmd's limits are 8 and 4096 merged tokens). f32 arithmetic throughout, as
+/// in mtmd, so the rounding lands the same way.
+pub fn qwen2vl_size(
+    width: u32,
+    height: u32,
+    align: u32,
+    min_pixels: u64,
+    max_pixels: u64,
+) -> (u32, u32) {
+    let f = align as f32;
+    let round_by = |x: f32| (x / f).round() as u32 * align;
+    let ceil_by = |x: f32| (x / f).ceil() as u32 * align;
+    let floor_by = |x: f32| (x / f).floor() as u32 * align;
+    let (w, h) = (width as f32, height as f32);
+    let mut w_bar = round_by(w).max(align);
+    let mut h_bar = round_by(h).max(align);
+    let area = u64::from(w_bar) * u64::from(h_bar);
+    if max_pixels > 0 && area > max_pixels {
+        let beta = (h * w / max_pixels as f32).sqrt();
+        h_bar = floor_by(h / beta).max(align);
+        w_bar = floor_by(w / beta).max(align);
+    } else if min_pixels > 0 && area < min_pixels {
+        let beta = (min_pixels as f32 / (h * w)).sqrt();
+        h_bar = ceil_by(h * beta);
+        w_bar = ceil_by(w * beta);
+    }
+    (w_bar, h_bar)
+}
+
+/// Qwen2-VL / Qwen2.5-VL preprocessing as mtmd does it: one encoder input of
+/// [`qwen2vl_size`] (`align` = patch size x merge size; token limits in merged tokens), the
+/// image fitted into it with bicubic filtering and padded with black, normalized with the
+/// mmproj's mean and std (CLIP's). transformers stretches to that size instead.
+pub fn qwen2vl(
+    img: &RgbImage,
+    align: u32,
+    min_tokens: u64,
+    max_tokens: u64,
+    mean: [f32; 3],
+    std: [f32; 3],
+) -> (RgbImage, PixelTensor) {
+    let area = u64::from(align) * u64::from(align);
+    let (w, h) = qwen2vl_size(
+        img.width,
+        img.height,
+        align,
+        min_tokens * area,
+        max_tokens * area,
+    );
+    let fitted = fit_and_pad(img, w, h, Filter::Bicubic, [0, 0, 0]);
+    let tensor = normalize(&fitted, mean, std);
+    (fitted, tensor)
+}
+
+/// An image cut for Idefics3 / SmolVLM: `grid_x` x `grid_y` tiles, row by row, and an
+/// overview of the whole image at tile size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tiles {
+    pub grid_x: u32,
+    pub grid_y: u32,
+    pub tiles: Vec<RgbImage>,
+    pub overview: RgbImage,
+}
+
+fn crop(img: &RgbImage, x: u32, y: u32, w: u32, h: u32) -> RgbImage {
+    let mut data = Vec::with_capacity(w as usize * h as usize * 3);
+    for row in y..y + h {
+        let start = (row as usize * img.width as usize + x as usize) * 3;
+        data.extend_from_slice(&img.data[start..start + w as usize * 3]);
+    }
+    RgbImage {
+        width: w,
+        height: h,
+        data,
+    }
+}
+
+/// Idefics3 / SmolVLM tiling as mtmd does it for mmprojs that carry a longest edge
+/// (`clip.vision.preproc_image_size`, 2048 for SmolVLM; `tile` = the encoder's image size,
+/// 512): resize to that longest edge keeping the aspect ratio (other side truncated, then made
+/// even), resize again up to whole tiles, cut the tiles row by row, and shrink that image to
+/// one tile for the overview. Lanczos throughout.
+pub fn idefics3_tiles(img: &RgbImage, longest_edge: u32, tile: u32) -> Tiles {
+    let aspect = f64::from(img.width) / f64::from(img.height);
+    let (mut w, mut h);
+    if img.width >= img.height {
+        w = longest_edge;
+        h = ((f64::from(longest_edge) / aspect) as u32).max(1);
+        h += h % 2;
+    } else {
+        h = longest_edge;
+        w = ((f64::from(longest_edge) * aspect) as u32).max(1);
+        w += w % 2;
+    }
+    let (grid_x, grid_y) = (w.div_ceil(tile), h.div_ceil(tile));
+    let resized = resize(img, w, h, Filter::Lanczos);
+    let refined = resize(&resized, grid_x * tile, grid_y * tile, Filter::Lanczos);
+    let overview = resize(&refined, tile, tile, Filter::Lanczos);
+    let mut tiles = Vec::with_capacity((grid_x * grid_y) as usize);
+    for gy in 0..grid_y {
+        for gx in 0..grid_x {
+            tiles.push(crop(&refined, gx * tile, gy * tile, tile, tile));
+        }
+    }
+    Tiles {
+        grid_x,
+        grid_y,
+        tiles,
+        overview,
+    }
+}
+
+/// The encoder inputs of [`idefics3_tiles`] in mtmd's order (tiles row by row, then the
+/// overview), normalized.
+pub fn idefics3(
+    img: &RgbImage,
+    longest_edge: u32,
+    tile: u32,
+    mean: [f32; 3],
+    std: [f32; 3],
+) -> (Tiles, Vec<PixelTensor>) {
+    let t = idefics3_tiles(img, longest_edge, tile);
+    let tensors = t
+        .tiles
+        .iter()
+        .chain(std::iter::once(&t.overview))
+        .map(|i| normalize(i, mean, std))
+        .collect();
+    (t, tensors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +251,32 @@ mod tests {
         assert_eq!(out.pixel(176 + 544, 400), [0, 0, 0]);
         assert_eq!(out.pixel(400, 0), [200, 100, 50]);
         assert_eq!(out.pixel(400, 895), [200, 100, 50]);
+    }
+
+    #[test]
+    fn qwen2vl_size_rounds_and_scales_into_the_token_limits() {
+        let (min, max) = (8 * 784, 4096 * 784);
+        assert_eq!(qwen2vl_size(640, 480, 28, min, max), (644, 476));
+        assert_eq!(qwen2vl_size(224, 224, 28, min, max), (224, 224));
+        // 28x56 would be 2 tokens: scaled up to reach 8
+        assert_eq!(qwen2vl_size(37, 61, 28, min, max), (84, 112));
+        // 4000x3000 = 15306 tokens: scaled down under 4096
+        let (w, h) = qwen2vl_size(4000, 3000, 28, min, max);
+        assert!(u64::from(w) * u64::from(h) <= max && w % 28 == 0 && h % 28 == 0);
+    }
+
+    #[test]
+    fn idefics3_tiles_cover_the_longest_edge() {
+        let t = idefics3_tiles(&RgbImage::filled(640, 480, [5, 6, 7]), 2048, 512);
+        assert_eq!((t.grid_x, t.grid_y, t.tiles.len()), (4, 3, 12));
+        assert_eq!((t.overview.width, t.overview.height), (512, 512));
+        let t = idefics3_tiles(&RgbImage::filled(37, 61, [5, 6, 7]), 2048, 512);
+        // 2048 x 37/61 = 1242.2 -> 1242 (even) -> 3 tiles across, 4 down
+        assert_eq!((t.grid_x, t.grid_y), (3, 4));
+        assert!(t
+            .tiles
+            .iter()
+            .all(|i| i.data.chunks(3).all(|p| p == [5, 6, 7])));
     }
 
     #[test]
