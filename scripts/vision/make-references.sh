@@ -105,3 +105,5 @@ for fam in $families; do
   du -sh "$out"
 done
 du -sh "$data"
+# llama.cpp's own CLI must print the same greedy text as the dumper's ids
+"$py" "$here/check_mtmd_cli.py" "$LLAMACPP_BIN" "$models" $families

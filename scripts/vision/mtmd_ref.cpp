@@ -136,6 +136,12 @@ int main(int argc, char ** argv) {
     cparams.n_ubatch = 2048;
     cparams.n_threads = n_threads;
     cparams.n_threads_batch = n_threads;
+    // MTMD_REF_LLAMA_FA=on|off (a debugging aid) forces the text model's flash attention;
+    // references use the default (auto)
+    if (const char * lfa = std::getenv("MTMD_REF_LLAMA_FA")) {
+        cparams.flash_attn_type = std::strcmp(lfa, "on") == 0 ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                                                               : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
     llama_context * lctx = llama_init_from_model(model, cparams);
     if (!lctx) {
         std::fprintf(stderr, "cannot create context\n");
@@ -149,9 +155,12 @@ int main(int argc, char ** argv) {
     vparams.use_gpu = false;
     vparams.print_timings = false;
     vparams.n_threads = n_threads;
-    vparams.warmup = false;
-    // MTMD_REF_FLASH_ATTN=off measures how much of the gap to transformers is flash attention's
-    // f16 K/V on the CPU; references are made with mtmd's default (auto)
+    // warmup on, as in llama-mtmd-cli and llama-server: it is where clip resolves flash
+    // attention "auto" (without it clip runs with flash attention off); nothing is captured
+    // then, the callback only records while `enabled`
+    vparams.warmup = true;
+    // MTMD_REF_FLASH_ATTN=off (a debugging aid) turns clip's flash attention off; references
+    // are made with mtmd's default (auto, resolved by the warmup)
     const char * fa = std::getenv("MTMD_REF_FLASH_ATTN");
     if (fa && std::strcmp(fa, "off") == 0) {
         vparams.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
