@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp once, outside the clone, as the comparison anchor for every benchmark and
 # cross-check: the C++ tools (llama-server, llama-quantize, llama-embedding, llama-cli,
-# llama-bench) and its shared libraries, from the llama.cpp vendored in the llama-cpp-python
+# llama-bench, llama-mtmd-cli) and its shared libraries (libllama, libmtmd), from the llama.cpp vendored in the llama-cpp-python
 # 0.3.36 sdist (from PyPI), plus that sdist's pure-Python `llama_cpp` bindings pointed at the
 # same libraries (no second build).
 #
@@ -35,7 +35,10 @@ flags=(-DGGML_NATIVE=OFF
 
 bin="$dir/build/bin"
 # A build made with other flags (another CPU, or an older version of this script) is redone.
-if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -f "$dir/DONE" ] ||
+# llama-mtmd-cli (and libmtmd) are the reference for vision input (scripts/vision/); a build
+# from before they were added is completed (ninja rebuilds only what is missing).
+if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-mtmd-cli" ] ||
+  [ ! -f "$dir/DONE" ] ||
   [ "$(cat "$dir/FLAGS" 2>/dev/null)" != "$(printf '%s\n' "${flags[@]}")" ]; then
   {
     command -v cmake >/dev/null && command -v ninja >/dev/null ||
@@ -56,7 +59,7 @@ if [ ! -x "$bin/llama-server" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -f "$di
     echo "building llama.cpp (vendored in llama-cpp-python $version) in $dir; ~25 min on 2 cores" >&2
     cmake -S src/vendor/llama.cpp -B build -G Ninja "${flags[@]}" >build.log 2>&1
     cmake --build build -j"$(nproc)" --target llama-server llama-quantize llama-embedding \
-      llama-cli llama-bench llama >>build.log 2>&1 || { tail -40 build.log; exit 1; }
+      llama-cli llama-bench llama llama-mtmd-cli mtmd >>build.log 2>&1 || { tail -40 build.log; exit 1; }
     printf '%s\n' "${flags[@]}" >FLAGS
     touch DONE
   } >&2

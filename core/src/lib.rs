@@ -17,6 +17,7 @@ pub mod quantize;
 pub mod sampler;
 pub mod scheduler;
 pub mod tokenizer;
+pub mod vision;
 
 #[doc(hidden)]
 pub mod test_support;
