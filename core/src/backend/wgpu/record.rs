@@ -658,6 +658,12 @@ impl<'a> Recorder<'a> {
                 self.encoder_attention(i, [*q, *k, *v], shape, spans)?
             }
             Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
+            Op::Input { .. } | Op::AvgPool2d { .. } => {
+                return Err(BackendError::Unsupported(
+                    "the wgpu backend has no vision encoder ops (input rows, 2-D pooling) yet"
+                        .into(),
+                ))
+            }
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
                     return Err(BackendError::Unsupported(
