@@ -18,6 +18,10 @@ use crate::backend::{Backend, Graph, Readback, RowIndex, SeqSpan, StepBatch, Ten
 use crate::dtype::GgmlType;
 use crate::gguf::{write_gguf, ModelFile, TensorToWrite};
 
+/// Patch rows are padded with zeros to a multiple of this many values (the GPU products take
+/// whole 32-value blocks); zeros change no sum.
+const PATCH_ALIGN: usize = 32;
+
 /// llama.cpp's pooling kernel for Gemma 3 when the file does not set
 /// `clip.vision.projector.scale_factor`.
 const DEFAULT_POOL: usize = 4;
@@ -89,7 +93,7 @@ impl Gemma3Vision {
         let derived = Arc::new(derived_weights(file, &hp)?);
         let mut load = |f: &Arc<ModelFile>, name: &str| backend.load_weight(f, name);
         let n = hp.n_embd;
-        let (ff, p2) = (hp.n_ff, 3 * hp.patch_size * hp.patch_size);
+        let (ff, p2) = (hp.n_ff, patch_cols(&hp));
         let mut blocks = Vec::with_capacity(hp.n_layer);
         for i in 0..hp.n_layer {
             let mut t = |name: &str, cols: usize, rows: usize| -> Result<Weight, VisionError> {
@@ -156,7 +160,8 @@ impl Gemma3Vision {
     }
 
     /// Unfolds a normalised planar `[3][S][S]` image into one row per patch (patches row by
-    /// row), each `[channel][y][x]` within the patch: the conv kernel's element order.
+    /// row), each `[channel][y][x]` within the patch (the conv kernel's element order), then
+    /// zeros up to a multiple of 32 values.
     pub fn unfold(&self, pixels: &[f32]) -> Result<Vec<f32>, VisionError> {
         let (s, p) = (self.hp.image_size, self.hp.patch_size);
         if pixels.len() != 3 * s * s {
@@ -167,7 +172,8 @@ impl Gemma3Vision {
             )));
         }
         let side = s / p;
-        let mut out = Vec::with_capacity(pixels.len());
+        let pad = patch_cols(&self.hp) - 3 * p * p;
+        let mut out = Vec::with_capacity(side * side * patch_cols(&self.hp));
         for py in 0..side {
             for px in 0..side {
                 for c in 0..3 {
@@ -176,6 +182,7 @@ impl Gemma3Vision {
                         out.extend_from_slice(&pixels[at..at + p]);
                     }
                 }
+                out.extend(std::iter::repeat_n(0.0, pad));
             }
         }
         Ok(out)
@@ -186,7 +193,7 @@ impl Gemma3Vision {
     pub fn build(&self, g: &mut Graph, patches: Arc<[f32]>) -> TensorId {
         let side = self.hp.patches_per_side();
         let n = side * side;
-        let p2 = 3 * self.hp.patch_size * self.hp.patch_size;
+        let p2 = patch_cols(&self.hp);
         let eps = self.hp.eps;
         let lin = |g: &mut Graph, w: Weight, b: Weight, x: TensorId| {
             let t = g.matmul(w, x);
@@ -254,6 +261,11 @@ impl Gemma3Vision {
     }
 }
 
+/// Values per unfolded patch row: `3·p·p`, padded to [`PATCH_ALIGN`].
+fn patch_cols(hp: &VisionHparams) -> usize {
+    (3 * hp.patch_size * hp.patch_size).next_multiple_of(PATCH_ALIGN)
+}
+
 /// Checks a loaded tensor's shape.
 fn expect(w: Weight, name: &str, cols: usize, rows: usize) -> Result<Weight, VisionError> {
     if w.cols == cols && w.rows == rows {
@@ -280,7 +292,7 @@ fn elem_size(ty: GgmlType) -> Option<usize> {
 
 /// The two tensors whose file layout is not `rows × cols` for a product, re-laid out into a
 /// small in-memory GGUF: the patch conv kernel `[p][p][3][n_embd]` (innermost first) viewed as
-/// `n_embd` rows of `3·p·p` (the same bytes), and the projection, stored `[proj][n_embd]` to
+/// `n_embd` rows of `3·p·p` values, zero-padded like the unfolded patches, and the projection, stored `[proj][n_embd]` to
 /// be used transposed (`x · W`), transposed to `proj` rows of `n_embd` in its own type (f16
 /// in converted files, as llama.cpp multiplies it).
 fn derived_weights(file: &ModelFile, hp: &VisionHparams) -> Result<ModelFile, VisionError> {
@@ -304,7 +316,16 @@ fn derived_weights(file: &ModelFile, hp: &VisionHparams) -> Result<ModelFile, Vi
         ));
     }
     let patch_ty = info.ty;
-    elem_size(patch_ty).ok_or_else(|| bad(pe, format!("type {patch_ty:?} is not supported")))?;
+    let pes = elem_size(patch_ty)
+        .ok_or_else(|| bad(pe, format!("type {patch_ty:?} is not supported")))?;
+    let (k, kp) = (3 * hp.patch_size * hp.patch_size, patch_cols(hp));
+    let mut patch_w = vec![0u8; kp * hp.n_embd * pes];
+    for (dst, src) in patch_w
+        .chunks_exact_mut(kp * pes)
+        .zip(patch_bytes.chunks_exact(k * pes))
+    {
+        dst[..k * pes].copy_from_slice(src);
+    }
     let ip = "mm.input_projection.weight";
     let (info, proj_bytes) = get(ip)?;
     let d = hp.projection_dim as u64;
@@ -334,9 +355,9 @@ fn derived_weights(file: &ModelFile, hp: &VisionHparams) -> Result<ModelFile, Vi
     let tensors = [
         TensorToWrite {
             name: pe,
-            dims: &[3 * p * p, n as u64],
+            dims: &[kp as u64, n as u64],
             ty: patch_ty,
-            data: patch_bytes,
+            data: &patch_w,
         },
         TensorToWrite {
             name: ip,
