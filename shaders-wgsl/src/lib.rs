@@ -51,6 +51,9 @@ pub const MATH: &str = include_str!("../wgsl/math.wgsl");
 pub const ENCODER_ATTENTION: &str = include_str!("../wgsl/encoder_attention.wgsl");
 /// Mean / first / last pooling of each sequence of an encoder step (entry point `pool`).
 pub const POOL: &str = include_str!("../wgsl/pool.wgsl");
+/// Average pooling of a grid of rows, a vision encoder's patch grid (entry point
+/// `avg_pool_2d`).
+pub const GRID_POOL: &str = include_str!("../wgsl/grid_pool.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
@@ -235,6 +238,7 @@ pub fn all_modules() -> Vec<(String, String)> {
         ("kv", with_exact(KV)),
         ("encoder_attention", with_math(ENCODER_ATTENTION)),
         ("pool", POOL.to_string()),
+        ("grid_pool", GRID_POOL.to_string()),
     ] {
         v.push((name.to_string(), src));
     }

@@ -1,7 +1,9 @@
 // Encoder attention (BERT-style embedding models): bidirectional attention within each
 // sequence of a step. One workgroup per (row, head): scores of the row's query head against
-// every valid key of its sequence (workgroup memory, at most MAX_KEYS), their softmax, then the
-// weighted sum of the values. `spans[2r]`, `spans[2r + 1]` are the first row and the valid
+// every valid key of its sequence, their softmax, then the weighted sum of the values. Scores
+// live in workgroup memory MAX_KEYS at a time: longer sequences (a vision encoder's 4096
+// patches) are taken in chunks, the scores of later chunks computed again after the maximum
+// pass; the sums run in the same order either way. Head size at most 4 * WG. `spans[2r]`, `spans[2r + 1]` are the first row and the valid
 // length of row r's sequence (0: no sequence, the output row is zero). Keys and values are this
 // step's own rows (no cache). Needs `exp_acc` (math.wgsl).
 
@@ -70,33 +72,60 @@ fn attend(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     let qc = p.n_head * hd;
     let kc = p.n_head_kv * hd;
     let start = spans[2u * r];
-    let valid = min(spans[2u * r + 1u], MAX_KEYS);
+    let valid = spans[2u * r + 1u];
     let qo = r * qc + h * hd;
     var m = -3.0e38;
     for (var j = lid; j < valid; j += WG) {
-        let ko = (start + j) * kc + kh * hd;
-        var s = 0.0;
-        for (var d = 0u; d < hd; d++) {
-            s = fma(q[qo + d], k[ko + d], s);
+        let s = score(qo, (start + j) * kc + kh * hd, hd);
+        if (j < MAX_KEYS) {
+            scores[j] = s;
         }
-        s *= p.scale;
-        scores[j] = s;
         m = max(m, s);
     }
     m = wg_max1(lid, m);
     var sum = 0.0;
-    for (var j = lid; j < valid; j += WG) {
-        let e = exp_acc(scores[j] - m);
-        scores[j] = e;
-        sum += e;
+    var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+    for (var c0 = 0u; c0 < valid; c0 += MAX_KEYS) {
+        let n = min(MAX_KEYS, valid - c0);
+        if (c0 > 0u) {
+            for (var j = lid; j < n; j += WG) {
+                scores[j] = score(qo, (start + c0 + j) * kc + kh * hd, hd);
+            }
+        }
+        for (var j = lid; j < n; j += WG) {
+            let e = exp_acc(scores[j] - m);
+            scores[j] = e;
+            sum += e;
+        }
+        workgroupBarrier();
+        for (var i = 0u; i < 4u; i++) {
+            let d = lid + i * WG;
+            if (d < hd) {
+                var a = acc[i];
+                for (var j = 0u; j < n; j++) {
+                    a = fma(scores[j], v[(start + c0 + j) * kc + kh * hd + d], a);
+                }
+                acc[i] = a;
+            }
+        }
+        // The next chunk overwrites the scores.
+        workgroupBarrier();
     }
     sum = wg_sum(lid, sum);
     let inv = select(0.0, 1.0 / sum, valid > 0u);
-    for (var d = lid; d < hd; d += WG) {
-        var acc = 0.0;
-        for (var j = 0u; j < valid; j++) {
-            acc = fma(scores[j], v[(start + j) * kc + kh * hd + d], acc);
+    for (var i = 0u; i < 4u; i++) {
+        let d = lid + i * WG;
+        if (d < hd) {
+            out[qo + d] = acc[i] * inv;
         }
-        out[qo + d] = acc * inv;
     }
+}
+
+// The scaled dot product of query `q[qo..]` and key `k[ko..]`.
+fn score(qo: u32, ko: u32, hd: u32) -> f32 {
+    var s = 0.0;
+    for (var d = 0u; d < hd; d++) {
+        s = fma(q[qo + d], k[ko + d], s);
+    }
+    return s * p.scale;
 }

@@ -5,6 +5,8 @@
 //! heads laid out one after the other. Nodes are appended in execution order, so a backend can
 //! run them front to back (CPU) or encode them all into one submission (GPU).
 
+use std::sync::Arc;
+
 use super::{KvCacheId, Weight};
 
 /// A handle on an activation tensor of a [`Graph`] (the index of the node that produces it).
@@ -180,6 +182,20 @@ pub enum Op {
         spans: Vec<SeqSpan>,
         mode: PoolMode,
     },
+    /// f32 rows given by the caller (e.g. an image's unfolded patches), row-major, as the
+    /// node's shape says.
+    Input {
+        data: Arc<[f32]>,
+    },
+    /// Average pooling of a grid of rows: `x` holds `height × width` rows (the grid row by row,
+    /// one channel vector per row); each output row is the mean of a `k × k` block of rows, the
+    /// blocks taken row by row (stride `k`, no padding; `k` divides both sides).
+    AvgPool2d {
+        x: TensorId,
+        width: usize,
+        height: usize,
+        k: usize,
+    },
 }
 
 impl Op {
@@ -201,7 +217,9 @@ impl Op {
             | SelectRows { x, .. }
             | TopK { x, .. }
             | GeluErf { x }
-            | Pool { x, .. } => vec![*x],
+            | Pool { x, .. }
+            | AvgPool2d { x, .. } => vec![*x],
+            Input { .. } => vec![],
             KvStore { k, v, .. } => vec![*k, *v],
             EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
             Attention { q, stored, .. } => vec![*q, *stored],
@@ -478,6 +496,33 @@ impl Graph {
         check_spans(&spans, rows);
         let n = spans.len();
         self.push(Op::Pool { x, spans, mode }, n, cols)
+    }
+
+    /// A `rows × cols` tensor holding `data` (checked to have that many values).
+    pub fn input(&mut self, data: Arc<[f32]>, rows: usize, cols: usize) -> TensorId {
+        assert_eq!(data.len(), rows * cols, "input: data length");
+        self.push(Op::Input { data }, rows, cols)
+    }
+
+    /// `k × k` average pooling of `x` seen as a `height × width` grid of rows.
+    pub fn avg_pool_2d(&mut self, x: TensorId, width: usize, height: usize, k: usize) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert_eq!(
+            rows,
+            width * height,
+            "avg_pool_2d: rows differ from the grid"
+        );
+        assert!(
+            k > 0 && width.is_multiple_of(k) && height.is_multiple_of(k),
+            "avg_pool_2d: the kernel must divide the grid"
+        );
+        let op = Op::AvgPool2d {
+            x,
+            width,
+            height,
+            k,
+        };
+        self.push(op, (width / k) * (height / k), cols)
     }
 }
 

@@ -6,6 +6,7 @@ mod common;
 mod gemma3;
 mod llama;
 mod qwen2;
+pub mod vision;
 
 use std::sync::Arc;
 

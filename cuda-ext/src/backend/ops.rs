@@ -285,6 +285,12 @@ impl CudaBackend {
                     scale
                 )?;
             }
+            Op::Input { .. } | Op::AvgPool2d { .. } => {
+                return Err(BackendError::Unsupported(
+                    "the CUDA backend has no vision encoder ops (input rows, 2-D pooling) yet"
+                        .into(),
+                ));
+            }
             Op::Pool { x, spans, mode } => {
                 let f = self.f("pool_rows_f32")?;
                 let m: i32 = match mode {

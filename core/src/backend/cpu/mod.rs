@@ -5,6 +5,7 @@ mod attention;
 mod attn_kernels;
 mod encoder;
 mod gemm_f32;
+mod grid_pool;
 mod matmul;
 mod ops;
 mod pool;
@@ -506,6 +507,13 @@ impl CpuBackend {
             Op::Pool { x, spans, mode } => {
                 encoder::pool_rows(buf(x), node.cols, spans, *mode, out);
             }
+            Op::Input { data } => out.copy_from_slice(data),
+            Op::AvgPool2d {
+                x,
+                width,
+                height,
+                k,
+            } => grid_pool::avg_pool_2d(buf(x), node.cols, *width, *height, *k, out),
             Op::TopK { x, k } => {
                 let src = buf(x);
                 let in_cols = graph.shape(*x).1;

@@ -34,6 +34,8 @@ pub(super) enum Kernel {
     EncoderAttention,
     /// Mean / first / last pooling of each sequence of an encoder step.
     Pool,
+    /// Average pooling of a grid of rows (a vision encoder's patch grid).
+    GridPool,
 }
 
 /// The `quant.wgsl` suffix of a weight type the kernels read directly, if any.
@@ -113,6 +115,7 @@ impl Kernel {
             Kernel::ActQ8K => (actquant(), "q8_k"),
             Kernel::EncoderAttention => (s::with_math(s::ENCODER_ATTENTION), "attend"),
             Kernel::Pool => (s::POOL.to_string(), "pool"),
+            Kernel::GridPool => (s::GRID_POOL.to_string(), "avg_pool_2d"),
         }
     }
 }

@@ -658,6 +658,8 @@ impl<'a> Recorder<'a> {
                 self.encoder_attention(i, [*q, *k, *v], shape, spans)?
             }
             Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
+            Op::Input { data } => self.host_rows(i, data),
+            Op::AvgPool2d { x, width, k, .. } => self.avg_pool_2d(i, *x, *width, *k, rows, cols)?,
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
                     return Err(BackendError::Unsupported(
@@ -797,17 +799,17 @@ impl<'a> Recorder<'a> {
         (n_head, n_head_kv, head_dim, scale): (usize, usize, usize, f32),
         spans: &[SeqSpan],
     ) -> Result<()> {
-        /// Keys one sequence may have (the kernel's workgroup-memory score array).
-        const MAX_KEYS: u32 = 1024;
+        /// Elements per head the kernel takes (4 per invocation of a 64-wide workgroup).
+        const MAX_HEAD_DIM: usize = 256;
+        if head_dim > MAX_HEAD_DIM {
+            return Err(BackendError::Unsupported(format!(
+                "encoder attention with {head_dim} values per head (the GPU kernel takes at most \
+                 {MAX_HEAD_DIM})"
+            )));
+        }
         let rows = self.batch.tokens.len();
         let mut row_span = vec![0u32; 2 * rows];
         for s in spans {
-            if s.valid > MAX_KEYS {
-                return Err(BackendError::Unsupported(format!(
-                    "encoder attention over {} tokens (the GPU kernel takes at most {MAX_KEYS})",
-                    s.valid
-                )));
-            }
             for r in s.start..s.start + s.len {
                 row_span[2 * r as usize] = s.start;
                 row_span[2 * r as usize + 1] = s.valid;
@@ -833,6 +835,67 @@ impl<'a> Recorder<'a> {
         ];
         let bufs = vec![q, k, v, spans_buf, out];
         self.dispatch(Kernel::EncoderAttention, bufs, &p, (gx, gy, 1));
+        Ok(())
+    }
+
+    /// Rows given by the caller (`Op::Input`), copied into the node's buffer.
+    fn host_rows(&mut self, i: usize, data: &[f32]) {
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let size = (bytes.len() as u64).div_ceil(4) * 4;
+        let src = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("input rows"),
+            size: size.max(4),
+            usage: wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        {
+            let mut view = src
+                .slice(..)
+                .get_mapped_range_mut()
+                .expect("a buffer mapped at creation is mappable");
+            view.slice(..bytes.len()).copy_from_slice(bytes);
+        }
+        src.unmap();
+        let dst = self.output(i, bytes.len());
+        self.cmds.push(Cmd::Copy {
+            src,
+            src_off: 0,
+            dst,
+            dst_off: 0,
+            size,
+        });
+    }
+
+    /// `k × k` average pooling of a grid of rows `width` wide (grid_pool.wgsl).
+    fn avg_pool_2d(
+        &mut self,
+        i: usize,
+        x: TensorId,
+        width: usize,
+        k: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let x = self.input(x)?;
+        let out = self.output(i, rows * cols * 4);
+        let inv = 1.0f32 / (k * k) as f32;
+        let p = [
+            cols as u32,
+            width as u32,
+            k as u32,
+            rows as u32,
+            inv.to_bits(),
+            0,
+            0,
+            0,
+        ];
+        let gy = rows.clamp(1, MAX_GROUPS as usize);
+        let groups = (
+            cols.div_ceil(64) as u32,
+            gy as u32,
+            rows.div_ceil(gy) as u32,
+        );
+        self.dispatch(Kernel::GridPool, vec![x, out], &p, groups);
         Ok(())
     }
 

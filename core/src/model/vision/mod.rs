@@ -1,0 +1,8 @@
+//! Vision encoders: the image half of a multimodal model, read from the `mmproj` GGUF that
+//! llama.cpp's converter writes beside the text model. Each projector family is one file that
+//! records its encoder as a backend [`crate::backend::Graph`], like the text families.
+
+pub mod gemma3;
+pub mod mmproj;
+
+pub use mmproj::{Mmproj, Projector, VisionError, VisionHparams};
