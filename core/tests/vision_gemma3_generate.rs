@@ -4,7 +4,8 @@
 //! embedding rows — mtmd's own projector output (`S.embd.f32`, so the first check does not
 //! depend on Weft's encoder), then Weft's encoder output from `S.pixels.0.png` (the whole
 //! path). A divergence is accepted only at a near-tie of the reference (margin < 0.05),
-//! reported with its step and margin.
+//! reported with its step and margin. Those two comparisons do not pass yet (see below); the
+//! other tests check the prompt path itself.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,27 +81,24 @@ fn prompt_of(image: &serde_json::Value, rows: &[f32]) -> Prompt {
     Prompt { pieces }
 }
 
-/// Greedy 32 tokens after `prompt`, compared with the reference: Ok(note) when equal or
-/// diverging at a near-tie, Err(message) otherwise.
+/// How a generation compares with one reference run.
+fn compare(got: &[u32], run: &serde_json::Value) -> (Option<usize>, f64) {
+    let want = test_support::ids(&run["greedy"]);
+    let k = (0..want.len()).find(|&i| got.get(i) != Some(&want[i]));
+    let margin = k.map_or(f64::INFINITY, |k| run["greedy_margin"][k].as_f64().unwrap());
+    (k, margin)
+}
+
+/// Greedy 32 tokens after `prompt`, compared with llama.cpp's two runs (text flash attention
+/// on: index.json; off: greedy_text_fa_off.json). Ok(note) when one of them is equal or
+/// diverges only at its near-tie, Err(message) otherwise.
 fn check(
     model: &mut LoadedModel,
     name: &str,
-    image: &serde_json::Value,
+    runs: [&serde_json::Value; 2],
     prompt: &Prompt,
 ) -> Result<String, String> {
-    let want = test_support::ids(&image["greedy"]);
-    let margins: Vec<f64> = image["greedy_margin"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_f64().unwrap())
-        .collect();
-    let params = GenParams {
-        sampling: SamplerConfig::greedy(),
-        max_tokens: want.len(),
-        ignore_eos: true,
-        ..GenParams::default()
-    };
+    let n = runs[0]["greedy"].as_array().unwrap().len();
     // The image rows' id in the penalties' history: Gemma's image soft token when the
     // vocabulary has it, else the pad token (greedy decoding reads no history).
     let placeholder = model
@@ -109,53 +107,83 @@ fn check(
         .or(model.tokenizer.pad())
         .unwrap_or(0);
     let mut session = model.session().unwrap();
-    session.top_logits = 2;
     let got = session
-        .generate_prompt(model, prompt, placeholder, &params, &mut |_| true)
+        .generate_prompt(model, prompt, placeholder, &greedy(n), &mut |_| true)
         .unwrap();
     session.reset(&mut model.engine).unwrap();
     model.engine.free_sequence(session.seq()).unwrap();
-    match got.tokens.iter().zip(&want).position(|(a, b)| a != b) {
-        None if got.tokens.len() == want.len() => {
-            Ok(format!("{name}: equal ({} tokens)", want.len()))
-        }
-        None => Err(format!(
-            "{name}: {} tokens, want {}",
-            got.tokens.len(),
-            want.len()
-        )),
-        Some(k) => {
-            let top = &got.steps[k].top;
-            let ours = top[0].1 - top[1].1;
-            let msg = format!(
-                "{name}: diverged at step {k} (got {}, want {}); reference margin {:.4}, Weft's {ours:.4}",
-                got.tokens[k], want[k], margins[k]
-            );
-            if margins[k] < NEAR_TIE {
-                Ok(msg)
-            } else {
-                Err(msg)
+    let mut notes = Vec::new();
+    let mut ok = false;
+    for (run, what) in runs
+        .iter()
+        .zip(["flash attention on", "flash attention off"])
+    {
+        let note = match compare(&got.tokens, run) {
+            (None, _) => {
+                ok = true;
+                format!("equal to llama.cpp ({what}) for {n} tokens")
             }
-        }
+            (Some(k), m) => {
+                ok |= m < NEAR_TIE;
+                format!("vs llama.cpp ({what}): diverged at step {k}, reference margin {m:.4}")
+            }
+        };
+        notes.push(note);
+    }
+    let msg = format!("{name}: {}", notes.join("; "));
+    if ok && got.tokens.len() == n {
+        Ok(msg)
+    } else {
+        Err(msg)
     }
 }
 
-// Not yet equal: 2 of 5 images diverge at a near-tie, 3 before one (landscape step 2, margin
-// 0.285; tall step 1, 0.194; square step 0, 0.053). llama.cpp itself is that sensitive on these
-// prompts: with flash attention off in the text context it picks another first token for
-// tiny_37x61 (2003 at 14.07 instead of 818 at 13.39). Run with --ignored to see the figures.
+/// The runs of one image: index.json's entry and the flash-attention-off run.
+fn runs_of<'a>(
+    fa_off: &'a serde_json::Value,
+    image: &'a serde_json::Value,
+) -> [&'a serde_json::Value; 2] {
+    let stem = image["mtmd_embd"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches(".embd.f32");
+    let off = fa_off["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["image"] == stem)
+        .unwrap_or_else(|| panic!("{stem} missing from greedy_text_fa_off.json"));
+    [image, off]
+}
+
+fn fa_off() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(data("greedy_text_fa_off.json")).unwrap()).unwrap()
+}
+
+// These prompts are chaotic: llama.cpp with and without flash attention in the text model
+// part ways within the first 3 tokens on every image (at reference margins up to 0.29), so a
+// generation is asked to match one of its two runs. Weft does not yet: with mtmd's
+// embeddings it diverges from both before a near-tie on landscape (steps 2 / 9), tall (1 / 4)
+// and square (0 / 0, margin 0.54 with flash attention off), matches within a near-tie on wide
+// and tiny; from the encoder, landscape and square fail, wide equals llama.cpp for 32 tokens.
+// Ignored until the cause is found; run with --ignored for the figures.
 #[test]
-#[ignore = "diverges from llama.cpp before a near-tie on 3 of 5 images (see comment)"]
+#[ignore = "diverges from both llama.cpp runs before a near-tie on 3 of 5 images (see comment)"]
 fn greedy_after_mtmd_embeddings_matches_llamacpp() {
     let Some(mut model) = load_model() else {
         return;
     };
-    let idx = index();
+    let (idx, off) = (index(), fa_off());
     let mut failures = Vec::new();
     for image in idx["images"].as_array().unwrap() {
         let name = image["image"].as_str().unwrap();
         let rows = read_f32(&data(image["mtmd_embd"].as_str().unwrap()));
-        match check(&mut model, name, image, &prompt_of(image, &rows)) {
+        match check(
+            &mut model,
+            name,
+            runs_of(&off, image),
+            &prompt_of(image, &rows),
+        ) {
             Ok(note) => eprintln!("{note}"),
             Err(e) => failures.push(e),
         }
@@ -164,7 +192,7 @@ fn greedy_after_mtmd_embeddings_matches_llamacpp() {
 }
 
 #[test]
-#[ignore = "diverges from llama.cpp before a near-tie, as with mtmd's embeddings"]
+#[ignore = "diverges from both llama.cpp runs before a near-tie on 2 of 5 images"]
 fn greedy_from_pixels_through_the_encoder_matches_llamacpp() {
     let Some(mut model) = load_model() else {
         return;
@@ -176,7 +204,7 @@ fn greedy_from_pixels_through_the_encoder_matches_llamacpp() {
     let (mean, std) = (mm.hparams.image_mean, mm.hparams.image_std);
     let mut be = CpuBackend::new(2);
     let enc = Gemma3Vision::load(&mm, &mut be).unwrap();
-    let idx = index();
+    let (idx, off) = (index(), fa_off());
     let mut failures = Vec::new();
     for image in idx["images"].as_array().unwrap() {
         let name = image["image"].as_str().unwrap();
@@ -189,7 +217,12 @@ fn greedy_from_pixels_through_the_encoder_matches_llamacpp() {
             }
         }
         let rows = enc.encode(&mut be, &pixels).unwrap();
-        match check(&mut model, name, image, &prompt_of(image, &rows)) {
+        match check(
+            &mut model,
+            name,
+            runs_of(&off, image),
+            &prompt_of(image, &rows),
+        ) {
             Ok(note) => eprintln!("{note}"),
             Err(e) => failures.push(e),
         }
