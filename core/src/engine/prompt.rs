@@ -221,6 +221,15 @@ impl Engine {
                             data.len()
                         )));
                     }
+                    // Only the CPU backend reads a step's bidirectional ranges so far; another
+                    // would silently attend causally.
+                    if *bidirectional && self.backend.name() != "cpu" {
+                        return Err(EngineError::Invalid(format!(
+                            "embedding rows attending to each other (image tokens) need the CPU \
+                             backend for now, not {}",
+                            self.backend.name()
+                        )));
+                    }
                     if *bidirectional && *rows > max {
                         return Err(EngineError::Invalid(format!(
                             "{rows} embedding rows attending to each other do not fit a step of \
