@@ -96,11 +96,18 @@ for fam in $families; do
   esac
   "$work/mtmd_ref" "$text" "$mmproj" "$ref" "$steps" "$prompt" "${image_paths[@]}" \
     >"$ref/mtmd.jsonl" 2>"$ref/mtmd.log" || { tail -20 "$ref/mtmd.log"; exit 1; }
+  # the same greedy runs with the text model's flash attention off: a second reference for
+  # the generation tests (these image prompts are sensitive to its f16 accumulation)
+  mkdir -p "$ref/text_fa_off"
+  MTMD_REF_TEXT_FLASH_ATTN=off "$work/mtmd_ref" "$text" "$mmproj" "$ref/text_fa_off" "$steps" \
+    "$prompt" "${image_paths[@]}" >"$ref/text_fa_off/mtmd.jsonl" 2>"$ref/text_fa_off/mtmd.log" \
+    || { tail -20 "$ref/text_fa_off/mtmd.log"; exit 1; }
+  "$py" "$here/greedy_runs.py" "$ref/text_fa_off/mtmd.jsonl" >"$ref/greedy_text_fa_off.json"
   "$py" "$here/hf_reference.py" "$fam" "$hf" "$ref" "$data/images"
   # what is shipped: index, mtmd's and transformers' embeddings, mtmd's encoder inputs as
   # lossless PNGs, mtmd's decoded RGB as PNG (the f32 tensors and raw RGB stay in $ref)
-  rm -f "$out"/*.f32 "$out"/*.png "$out/index.json"
-  cp "$ref/index.json" "$ref"/*.embd.f32 "$ref"/*.hf_embd.f32 "$ref"/*.pixels.*png "$ref"/*.decoded.png "$out/"
+  rm -f "$out"/*.f32 "$out"/*.png "$out/index.json" "$out/greedy_text_fa_off.json"
+  cp "$ref/index.json" "$ref/greedy_text_fa_off.json" "$ref"/*.embd.f32 "$ref"/*.hf_embd.f32 "$ref"/*.pixels.*png "$ref"/*.decoded.png "$out/"
   printf '%s' "$prompt" >"$out/prompt.txt" # exactly the text given to mtmd_tokenize
   du -sh "$out"
 done

@@ -132,6 +132,12 @@ int main(int argc, char ** argv) {
     }
     llama_context_params cparams = llama_context_default_params();
     cparams.n_ctx = 8192;
+    // MTMD_REF_TEXT_FLASH_ATTN=off: the text model without flash attention (a second greedy
+    // reference: image prompts of the tiny encoders are sensitive to its f16 accumulation)
+    const char * text_fa = std::getenv("MTMD_REF_TEXT_FLASH_ATTN");
+    if (text_fa && std::strcmp(text_fa, "off") == 0) {
+        cparams.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    }
     cparams.n_batch = 2048;
     cparams.n_ubatch = 2048;
     cparams.n_threads = n_threads;

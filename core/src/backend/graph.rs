@@ -245,6 +245,22 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// Nodes read back by [`super::Backend::execute`], in this order.
     pub outputs: Vec<TensorId>,
+    /// Rows whose input is a given embedding instead of a token's (an image's rows in a
+    /// prompt); [`Graph::embed`] puts them in place of the looked-up rows.
+    pub row_embeddings: Option<RowEmbeddings>,
+    /// Row ranges `start..end` (one sequence, consecutive positions) whose rows attend to each
+    /// other both ways: each row sees the cache up to the range's last position (Gemma 3
+    /// decodes an image's tokens so). Every other row is causal.
+    pub bidirectional: Vec<(u32, u32)>,
+}
+
+/// Embedding rows that take the place of token embeddings in some rows of a step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowEmbeddings {
+    /// The step rows they replace, in order.
+    pub rows: Vec<u32>,
+    /// `rows.len() × width` values, row-major.
+    pub data: Arc<[f32]>,
 }
 
 impl Graph {
@@ -254,7 +270,23 @@ impl Graph {
             n_tokens,
             nodes: Vec::new(),
             outputs: Vec::new(),
+            row_embeddings: None,
+            bidirectional: Vec::new(),
         }
+    }
+
+    /// Per row, the last cached position it attends to: its own position, or for a row of a
+    /// [`bidirectional`](Self::bidirectional) range, the range's last position.
+    pub fn attend_ends(&self, positions: &[u32]) -> Vec<u32> {
+        let mut ends = positions.to_vec();
+        for &(a, b) in &self.bidirectional {
+            let (a, b) = (a as usize, (b as usize).min(ends.len()));
+            if a < b {
+                let last = positions[b - 1];
+                ends[a..b].iter_mut().for_each(|e| *e = last);
+            }
+        }
+        ends
     }
 
     /// The shape of a tensor.
@@ -279,8 +311,32 @@ impl Graph {
         self.outputs.push(t);
     }
 
+    /// Token embeddings times `scale`; rows given in [`row_embeddings`](Self::row_embeddings)
+    /// take those values instead, unscaled (llama.cpp scales only token rows: an image's
+    /// embeddings enter as the projector made them).
     pub fn embed(&mut self, table: Weight, scale: f32) -> TensorId {
-        self.push(Op::Embed { table, scale }, self.n_tokens, table.cols)
+        let x = self.push(Op::Embed { table, scale }, self.n_tokens, table.cols);
+        let Some(given) = self.row_embeddings.clone() else {
+            return x;
+        };
+        let (n, d) = (self.n_tokens, table.cols);
+        assert_eq!(
+            given.data.len(),
+            given.rows.len() * d,
+            "embed: given rows' width"
+        );
+        // x · keep + given, with keep 0 on given rows and 1 elsewhere: exact for both kinds.
+        let mut keep = vec![1.0f32; n * d];
+        let mut put = vec![0.0f32; n * d];
+        for (i, &r) in given.rows.iter().enumerate() {
+            let r = r as usize;
+            keep[r * d..(r + 1) * d].fill(0.0);
+            put[r * d..(r + 1) * d].copy_from_slice(&given.data[i * d..(i + 1) * d]);
+        }
+        let keep = self.input(keep.into(), n, d);
+        let put = self.input(put.into(), n, d);
+        let x = self.mul(x, keep);
+        self.add(x, put)
     }
 
     pub fn matmul(&mut self, w: Weight, x: TensorId) -> TensorId {

@@ -5,7 +5,10 @@
 //! [`Engine::decode`] are the one-sequence conveniences on top. Generating text on them is
 //! [`generation`](crate::generation)'s work.
 
+mod prompt;
 mod step_async;
+
+pub use prompt::{Prompt, PromptPiece};
 
 use std::sync::Arc;
 

@@ -28,6 +28,16 @@ impl StepPlan {
 impl Engine {
     /// Checks the rows, takes their positions and records the step's graph.
     pub(super) fn plan_step(&mut self, rows: &[Row]) -> Result<StepPlan, EngineError> {
+        self.plan_step_with(rows, |_| {})
+    }
+
+    /// [`plan_step`](Self::plan_step) with `prepare` setting the graph's per-step inputs
+    /// (given embedding rows, bidirectional ranges) before the model records into it.
+    pub(super) fn plan_step_with(
+        &mut self,
+        rows: &[Row],
+        prepare: impl FnOnce(&mut Graph),
+    ) -> Result<StepPlan, EngineError> {
         if rows.is_empty() || rows.len() > self.cfg.max_batch {
             return Err(EngineError::Invalid(format!(
                 "a step takes 1 to {} rows, got {}",
@@ -66,6 +76,7 @@ impl Engine {
             .filter(|&i| rows[i as usize].logits)
             .collect();
         let mut graph = Graph::new(rows.len());
+        prepare(&mut graph);
         let logits = self.model.build(&mut graph, self.kv, &out_rows);
         graph.output(logits);
         Ok(StepPlan {

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use super::clock::now_secs;
 use super::{Finish, GenParams, SequenceState, Step};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, Prompt};
 use crate::loaded::LoadedModel;
 use crate::scheduler::{prompt_problem, slots};
 
@@ -121,6 +121,39 @@ impl Session {
         Ok(run.out)
     }
 
+    /// [`generate`](Self::generate) after a prompt that may hold embedding rows (an image's
+    /// projector output). Prefix reuse compares [`Prompt::cache_keys`], so a cached image is
+    /// reused only for the same embedding values, and never from inside it. The penalties'
+    /// history sees `placeholder` at embedding rows (the model's image token, say).
+    pub fn generate_prompt(
+        &mut self,
+        model: &mut LoadedModel,
+        prompt: &Prompt,
+        placeholder: u32,
+        params: &GenParams,
+        on_step: &mut dyn FnMut(&Step) -> bool,
+    ) -> Result<Generated, EngineError> {
+        let keys = prompt.cache_keys();
+        let ids = prompt.ids(placeholder);
+        let (mut run, reuse) =
+            self.begin_keyed(model, &ids, &keys, |r| prompt.clamp_reuse(r), params)?;
+        let t = now_secs();
+        let logits = model.engine.prefill_prompt(self.seq, &prompt.from(reuse));
+        let mut logits = self.check(model, logits)?;
+        run.out.prompt_secs = now_secs() - t;
+        loop {
+            let step = run.step(logits, self, model);
+            let go_on = on_step(&step);
+            let Some(next) = run.next(&step, go_on) else {
+                break;
+            };
+            let t = now_secs();
+            let l = model.engine.decode(self.seq, next);
+            logits = self.fed(model, l, next, &mut run, t)?;
+        }
+        Ok(run.out)
+    }
+
     /// [`generate`](Self::generate) with every step's readback awaited (the browser, where
     /// WebGPU cannot block), and `on_step`'s future awaited after each step (to let the event
     /// loop run and see a stop request).
@@ -161,6 +194,19 @@ impl Session {
         prompt: &[u32],
         params: &GenParams,
     ) -> Result<(Run, usize), EngineError> {
+        self.begin_keyed(model, prompt, prompt, |r| r, params)
+    }
+
+    /// [`begin`](Self::begin) with prefix reuse comparing `keys` (one per prompt position)
+    /// and its length passed through `clamp`.
+    fn begin_keyed(
+        &mut self,
+        model: &mut LoadedModel,
+        prompt: &[u32],
+        keys: &[u32],
+        clamp: impl FnOnce(usize) -> usize,
+        params: &GenParams,
+    ) -> Result<(Run, usize), EngineError> {
         let engine = &model.engine;
         if let Some(msg) = prompt_problem(
             prompt,
@@ -171,7 +217,11 @@ impl Session {
         }
         let state = SequenceState::new(params, prompt, || model.token_texts())
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
-        let reuse = slots::reusable(&self.cached, prompt, model.engine.rewind_limit());
+        let reuse = clamp(slots::reusable(
+            &self.cached,
+            keys,
+            model.engine.rewind_limit(),
+        ));
         if let Err(e) = model.engine.truncate(self.seq, reuse) {
             self.cached.clear();
             return Err(e);
@@ -193,7 +243,7 @@ impl Session {
                 seed,
             },
         };
-        self.cached.extend_from_slice(&prompt[reuse..]);
+        self.cached.extend_from_slice(&keys[reuse..]);
         Ok((run, reuse))
     }
 

@@ -188,6 +188,7 @@ impl KvStorage {
     /// values (every score and every output sum is formed in the same order whichever rows
     /// share a block and however the work is split across threads), so a sequence's output
     /// does not depend on the other sequences of a batch or on the thread count.
+    #[cfg(test)]
     #[allow(clippy::too_many_arguments)]
     pub fn attend(
         &self,
@@ -197,6 +198,27 @@ impl KvStorage {
         n_head: usize,
         scale: f32,
         positions: &[u32],
+        seqs: &[u32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.attend_until(
+            pool, layer, q, n_head, scale, positions, positions, seqs, out,
+        )
+    }
+
+    /// [`attend`](Self::attend) where row `r` sees the cached positions up to `ends[r]`
+    /// (at least its own position; more for rows that attend to later rows of the step,
+    /// e.g. an image's tokens), the window still counted back from its own position.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attend_until(
+        &self,
+        pool: &ThreadPool,
+        layer: usize,
+        q: &[f32],
+        n_head: usize,
+        scale: f32,
+        positions: &[u32],
+        ends: &[u32],
         seqs: &[u32],
         out: &mut [f32],
     ) -> Result<()> {
@@ -213,16 +235,25 @@ impl KvStorage {
                 "layer {layer}: attention output or sequence ids do not match the query rows"
             )));
         }
-        for (&pos, &seq) in positions.iter().zip(seqs) {
-            if seq as usize >= self.n_seq || span(s, pos as usize).len() > s.capacity {
+        if ends.len() != positions.len() {
+            return Err(BackendError::InvalidStep(format!(
+                "layer {layer}: {} attention ends for {} rows",
+                ends.len(),
+                positions.len()
+            )));
+        }
+        for ((&pos, &end), &seq) in positions.iter().zip(ends).zip(seqs) {
+            let visible = span(s, pos as usize).start..end as usize + 1;
+            if seq as usize >= self.n_seq || end < pos || visible.len() > s.capacity {
                 return Err(BackendError::InvalidStep(format!(
-                    "layer {layer}: sequence {seq} position {pos} is outside the cache"
+                    "layer {layer}: sequence {seq} position {pos} (attending to {end}) is \
+                     outside the cache"
                 )));
             }
             // Tables are mapped from their start, so a mapped last position means every
             // position the row attends to is.
-            if l.slot(&self.tables, seq as usize, pos as usize).is_none() {
-                return Err(unmapped(layer, seq, pos));
+            if l.slot(&self.tables, seq as usize, end as usize).is_none() {
+                return Err(unmapped(layer, seq, end));
             }
         }
         let group = n_head / n_kv;
@@ -235,6 +266,7 @@ impl KvStorage {
             group,
             scale,
             positions,
+            ends,
             seqs,
             round_q: self.dtype == KvDtype::F16,
             fast: attn_kernels::use_avx512(hk, hv),
@@ -309,6 +341,8 @@ struct Job<'a> {
     group: usize,
     scale: f32,
     positions: &'a [u32],
+    /// Last position each row sees (its own, or later for a bidirectional range).
+    ends: &'a [u32],
     seqs: &'a [u32],
     /// Queries and weights are rounded to f16 when the cache is f16 (llama.cpp multiplies in
     /// the cache's type).
@@ -356,13 +390,17 @@ impl Job<'_> {
             r1,
             seq: self.seqs[r0] as usize,
             u0,
-            u1: self.positions[r1 - 1] as usize + 1,
+            u1: self.ends[r0..r1]
+                .iter()
+                .max()
+                .map_or(0, |&e| e as usize + 1),
         }
     }
 
     /// Positions query vector `qi` of block `b` attends to.
     fn row_span(&self, b: &QBlock, qi: usize) -> std::ops::Range<usize> {
-        span(self.spec(), self.positions[b.r0 + qi / self.group] as usize)
+        let r = b.r0 + qi / self.group;
+        span(self.spec(), self.positions[r] as usize).start..self.ends[r] as usize + 1
     }
 
     /// The block's query vectors for key/value head `kvh`, `[nq][hk]`.

@@ -323,3 +323,51 @@ fn block_kernels_equal_portable_ones() {
         }
     }
 }
+
+#[test]
+fn bidirectional_rows_see_up_to_their_end() {
+    let mut rng = Rng(0x0bad_cafe);
+    let scale = 0.125;
+    for c in cases().into_iter().filter(|c| c.window.is_none()) {
+        let len = 120;
+        let mut kv = KvStorage::new(&c.spec(1)).unwrap();
+        let (keys, values) = fill(&c, &mut kv, 1, len, &mut rng);
+        // Rows len-30..len-10 attend to each other (all see up to len-11); the rest causal.
+        let pos: Vec<u32> = (len as u32 - 40..len as u32).collect();
+        let ends: Vec<u32> = pos
+            .iter()
+            .map(|&p| {
+                if (len - 30..len - 10).contains(&(p as usize)) {
+                    len as u32 - 11
+                } else {
+                    p
+                }
+            })
+            .collect();
+        let seqs = vec![0; pos.len()];
+        let q = rng.vec(pos.len() * c.n_head * c.hk, 1.5);
+        let w = c.n_head * c.hv;
+        let mut out = vec![f32::NAN; pos.len() * w];
+        let pool = ThreadPool::new(2);
+        kv.attend_until(&pool, 0, &q, c.n_head, scale, &pos, &ends, &seqs, &mut out)
+            .unwrap();
+        let tol = if c.dtype == KvDtype::F16 { 4e-3 } else { 1e-4 };
+        for (r, &e) in ends.iter().enumerate() {
+            let qr = &q[r * c.n_head * c.hk..(r + 1) * c.n_head * c.hk];
+            // Without a window, seeing up to `e` is the causal result at position `e`.
+            let want = reference(&c, qr, e as usize, &keys[0], &values[0], scale);
+            for (d, (&g, &x)) in out[r * w..(r + 1) * w].iter().zip(&want).enumerate() {
+                assert!(
+                    (g as f64 - x).abs() <= tol,
+                    "row {r} (end {e}) elem {d}: {g} vs {x}"
+                );
+            }
+        }
+        // An end before the row's own position is refused.
+        let mut bad = ends.clone();
+        bad[0] = pos[0] - 1;
+        assert!(kv
+            .attend_until(&pool, 0, &q, c.n_head, scale, &pos, &bad, &seqs, &mut out)
+            .is_err());
+    }
+}

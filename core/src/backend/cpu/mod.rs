@@ -441,13 +441,15 @@ impl CpuBackend {
                 ..
             } => {
                 let cache = self.cache(*kv)?;
-                cache.attend(
+                let ends = graph.attend_ends(batch.positions);
+                cache.attend_until(
                     &self.pool,
                     *layer,
                     buf(q),
                     *n_head,
                     *scale,
                     batch.positions,
+                    &ends,
                     batch.seqs,
                     out,
                 )?;
