@@ -106,19 +106,9 @@ impl Session {
         let (mut run, reuse) = self.begin(model, prompt, params)?;
         let t = now_secs();
         let logits = model.engine.prefill(self.seq, &prompt[reuse..]);
-        let mut logits = self.check(model, logits)?;
+        let logits = self.check(model, logits)?;
         run.out.prompt_secs = now_secs() - t;
-        loop {
-            let step = run.step(logits, self, model);
-            let go_on = on_step(&step);
-            let Some(next) = run.next(&step, go_on) else {
-                break;
-            };
-            let t = now_secs();
-            let l = model.engine.decode(self.seq, next);
-            logits = self.fed(model, l, next, &mut run, t)?;
-        }
-        Ok(run.out)
+        self.decode_loop(model, run, logits, on_step)
     }
 
     /// [`generate`](Self::generate) after a prompt that may hold embedding rows (an image's
@@ -139,19 +129,9 @@ impl Session {
             self.begin_keyed(model, &ids, &keys, |r| prompt.clamp_reuse(r), params)?;
         let t = now_secs();
         let logits = model.engine.prefill_prompt(self.seq, &prompt.from(reuse));
-        let mut logits = self.check(model, logits)?;
+        let logits = self.check(model, logits)?;
         run.out.prompt_secs = now_secs() - t;
-        loop {
-            let step = run.step(logits, self, model);
-            let go_on = on_step(&step);
-            let Some(next) = run.next(&step, go_on) else {
-                break;
-            };
-            let t = now_secs();
-            let l = model.engine.decode(self.seq, next);
-            logits = self.fed(model, l, next, &mut run, t)?;
-        }
-        Ok(run.out)
+        self.decode_loop(model, run, logits, on_step)
     }
 
     /// [`generate`](Self::generate) with every step's readback awaited (the browser, where
@@ -181,6 +161,27 @@ impl Session {
             };
             let t = now_secs();
             let l = model.engine.decode_async(self.seq, next).await;
+            logits = self.fed(model, l, next, &mut run, t)?;
+        }
+        Ok(run.out)
+    }
+
+    /// Decodes after a prefill until the run ends or `on_step` says stop.
+    fn decode_loop(
+        &mut self,
+        model: &mut LoadedModel,
+        mut run: Run,
+        mut logits: Vec<f32>,
+        on_step: &mut dyn FnMut(&Step) -> bool,
+    ) -> Result<Generated, EngineError> {
+        loop {
+            let step = run.step(logits, self, model);
+            let go_on = on_step(&step);
+            let Some(next) = run.next(&step, go_on) else {
+                break;
+            };
+            let t = now_secs();
+            let l = model.engine.decode(self.seq, next);
             logits = self.fed(model, l, next, &mut run, t)?;
         }
         Ok(run.out)
