@@ -6,9 +6,12 @@
 
 mod wgpu_support;
 
+mod vision_files;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::gguf::ModelFile;
@@ -34,20 +37,6 @@ fn mmproj() -> Mmproj {
     Mmproj::read(Arc::new(file)).unwrap()
 }
 
-/// An RGB PNG as `(width, height, pixels)`, 3 bytes a pixel row by row.
-fn read_png(path: &PathBuf) -> (usize, usize, Vec<u8>) {
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut dec = png::Decoder::new(std::io::BufReader::new(f))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; dec.output_buffer_size().unwrap()];
-    let info = dec.next_frame(&mut buf).unwrap();
-    assert_eq!(info.color_type, png::ColorType::Rgb, "{}", path.display());
-    assert_eq!(info.bit_depth, png::BitDepth::Eight);
-    buf.truncate(info.buffer_size());
-    (info.width as usize, info.height as usize, buf)
-}
-
 /// mtmd's encoder input: planar `[3][h][w]`, `(v / 255 - mean) / std` in f32.
 fn normalise(w: usize, h: usize, rgb: &[u8], mean: [f32; 3], std: [f32; 3]) -> Vec<f32> {
     let mut out = vec![0f32; 3 * w * h];
@@ -57,13 +46,6 @@ fn normalise(w: usize, h: usize, rgb: &[u8], mean: [f32; 3], std: [f32; 3]) -> V
         }
     }
     out
-}
-
-fn read_f32(path: &PathBuf) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// (cosine, max |a - b|) over the whole tensors.

@@ -7,9 +7,12 @@
 //! reported with its step and margin. Those two comparisons do not pass yet (see below); the
 //! other tests check the prompt path itself.
 
+mod vision_files;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::engine::{EngineConfig, Prompt, PromptPiece};
 use weft_core::generation::GenParams;
@@ -32,25 +35,6 @@ fn data(rel: &str) -> PathBuf {
 
 fn index() -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(data("index.json")).unwrap()).unwrap()
-}
-
-fn read_f32(path: &PathBuf) -> Vec<f32> {
-    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn read_png(path: &PathBuf) -> (usize, usize, Vec<u8>) {
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut dec = png::Decoder::new(std::io::BufReader::new(f))
-        .read_info()
-        .unwrap();
-    let mut buf = vec![0; dec.output_buffer_size().unwrap()];
-    let info = dec.next_frame(&mut buf).unwrap();
-    assert_eq!(info.color_type, png::ColorType::Rgb, "{}", path.display());
-    buf.truncate(info.buffer_size());
-    (info.width as usize, info.height as usize, buf)
 }
 
 fn load_model() -> Option<LoadedModel> {
