@@ -6,7 +6,7 @@
 //! chat (Ollama clients always send `model`, so they are never misrouted). `/api/ui/chat` and
 //! `/api/chat/ollama` are the unambiguous forms.
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -16,10 +16,12 @@ use super::auth::Routes;
 use super::context::RequestCtx;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
+use super::ollama::OllamaState;
 use super::state::Shared;
+use super::ui::UiState;
 
 /// Routes relative to `/api`.
-pub fn routes() -> Routes {
+pub fn routes() -> Routes<Shared> {
     Routes::user(OpenApiRouter::new().routes(routes!(chat)))
         .merge(super::ollama::routes())
         .merge(super::ui::routes())
@@ -27,7 +29,12 @@ pub fn routes() -> Routes {
         .merge(super::skills::ui_routes())
         .merge(super::code::routes())
         .merge(super::uploads::api_routes())
-        .nest("/v1", super::admin::routes())
+        .nest(
+            "/v1",
+            super::admin::routes()
+                .merge(Routes::admin(super::jobs::admin_routes()))
+                .merge(Routes::admin(super::moderation::routes::routes())),
+        )
 }
 
 /// Whether a `/api/chat` body is a chat-UI request.
@@ -51,9 +58,10 @@ async fn chat(
     ApiJson(v): ApiJson<Value>,
 ) -> Result<axum::response::Response, PlainError> {
     if is_ui_body(&v) {
-        let v = super::ui::attachments::apply(&st, caller.owner(), v).await?;
-        super::ui::chat::chat(st, ctx, caller, from_value(v)?).await
+        let ui = UiState::from_ref(&st);
+        let v = super::ui::attachments::apply(&ui, caller.owner(), v).await?;
+        super::ui::chat::chat(ui, ctx, caller, from_value(v)?).await
     } else {
-        super::ollama::chat::chat(st, ctx, caller, from_value(v)?).await
+        super::ollama::chat::chat(OllamaState::from_ref(&st), ctx, caller, from_value(v)?).await
     }
 }

@@ -7,8 +7,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::FromRef;
 use weft_storage::Storage;
 
+use super::admin::AdminState;
 use super::serve::Server;
 use super::{admin, auth, code, jobs, model_names, AppState, ServeConfig};
 use crate::registry::Registry;
@@ -110,9 +112,9 @@ impl Builder {
 /// Loads the persisted settings and model names and starts following changes other replicas
 /// make.
 async fn start_settings(state: &super::Shared) -> Result<(), super::ApiError> {
-    model_names::start(state).await?;
-    admin::settings::reload(state).await?;
-    admin::settings::spawn_sync(state.clone());
+    model_names::start(&state.names).await?;
+    admin::settings::reload(&AdminState::from_ref(state)).await?;
+    admin::settings::spawn_sync(AdminState::from_ref(state));
     state.moderation.reload().await?;
     state.moderation.clone().spawn_sync();
     Ok(())

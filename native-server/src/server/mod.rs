@@ -27,8 +27,10 @@ pub(crate) mod admin;
 mod api;
 pub mod auth;
 mod builder;
+mod clock;
 pub mod code;
 mod common;
+mod config;
 pub mod context;
 mod embeddings;
 mod error;
@@ -57,7 +59,7 @@ mod web;
 
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -65,10 +67,11 @@ use axum::Router;
 
 pub use builder::Builder;
 pub use common::sampling::{Precedence, SamplingFields};
+pub use config::ServeConfig;
 pub use error::ApiError;
 pub use serve::{Exit, Server};
 pub use site::SiteConfig;
-pub use state::{AppState, ServeConfig, Shared};
+pub use state::{AppState, Shared};
 
 /// Every route, with the OpenAPI document, body limit, request ids and the backend header.
 /// Every route comes from a [`auth::Routes`] group that declared what it needs (see `auth`).
@@ -88,13 +91,19 @@ pub(crate) fn router(state: Shared) -> Router {
     let app = routes
         .layer(DefaultBodyLimit::max(state.cfg.body_limit))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.cfg.clone(),
             backend_header,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), site::layer))
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            auth::AuthState::from_ref(&state),
+            auth::layer,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.cfg.site.clone(),
+            site::layer,
+        ))
+        .layer(middleware::from_fn_with_state(
+            request_log::LogState::from_ref(&state),
             request_log::layer,
         ))
         .with_state(state);
@@ -107,9 +116,9 @@ async fn no_route(method: Method, uri: Uri) -> Response {
 }
 
 /// Names the backend that serves requests (`x-weft-backend: cpu`).
-async fn backend_header(State(st): State<Shared>, req: Request, next: Next) -> Response {
+async fn backend_header(State(cfg): State<Arc<ServeConfig>>, req: Request, next: Next) -> Response {
     let mut r = next.run(req).await;
-    if let Ok(v) = HeaderValue::from_str(&st.cfg.backend) {
+    if let Ok(v) = HeaderValue::from_str(&cfg.backend) {
         r.headers_mut().insert("x-weft-backend", v);
     }
     r

@@ -19,17 +19,19 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use weft_storage::{ModelAlias, StorageError};
+use weft_storage::{ModelAlias, Storage, StorageError};
 
-use super::admin::settings::POLL;
+use super::clock::POLL;
 use super::error::ApiError;
-use super::state::{AppState, Shared};
-use crate::registry::{Entry, Origin, Overrides, Target};
+use crate::registry::{Entry, Origin, Overrides, Registry, Target};
 
-/// What the last sync saw.
-#[derive(Default)]
+/// Keeps the catalog's saved names (in `registry`) and the database's table in step.
 pub struct NameSync {
+    registry: Arc<Registry>,
+    storage: Storage,
+    /// What the last sync saw.
     synced: tokio::sync::Mutex<Synced>,
 }
 
@@ -94,7 +96,17 @@ fn from_row(r: &ModelAlias) -> Option<Entry> {
 /// Switches the catalog to the database: imports the models directory's names file once
 /// (names already stored win; the file is renamed `weft-models.json.imported`), loads what
 /// is stored, and starts the poll.
-pub async fn start(st: &Shared) -> Result<(), ApiError> {
+impl NameSync {
+    pub fn new(registry: Arc<Registry>, storage: Storage) -> Self {
+        NameSync {
+            registry,
+            storage,
+            synced: Default::default(),
+        }
+    }
+}
+
+pub async fn start(st: &Arc<NameSync>) -> Result<(), ApiError> {
     let (file, local) = st.registry.with_catalog(|c| {
         c.use_database();
         (c.store_file(), c.persisted())
@@ -113,7 +125,7 @@ pub async fn start(st: &Shared) -> Result<(), ApiError> {
         }
     }
     {
-        let mut g = st.names.synced.lock().await;
+        let mut g = st.synced.lock().await;
         g.local = local;
         pull(st, &mut g).await?;
     }
@@ -121,7 +133,7 @@ pub async fn start(st: &Shared) -> Result<(), ApiError> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(POLL).await;
-            let mut g = st.names.synced.lock().await;
+            let mut g = st.synced.lock().await;
             if let Err(e) = push(&st, &mut g).await {
                 tracing::warn!(error = %e, "storing model names");
             } else if let Err(e) = pull(&st, &mut g).await {
@@ -134,10 +146,10 @@ pub async fn start(st: &Shared) -> Result<(), ApiError> {
 
 /// Runs `f` (a change to the catalog's names) and stores what it changed before returning.
 pub async fn change<T, E: Into<ApiError>>(
-    st: &AppState,
+    st: &NameSync,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, ApiError> {
-    let mut g = st.names.synced.lock().await;
+    let mut g = st.synced.lock().await;
     let out = f().map_err(Into::into);
     push(st, &mut g).await.map_err(|e| {
         ApiError::internal(format!(
@@ -149,7 +161,7 @@ pub async fn change<T, E: Into<ApiError>>(
 }
 
 /// Writes the catalog's saved changes since the last sync.
-async fn push(st: &AppState, g: &mut Synced) -> Result<(), StorageError> {
+async fn push(st: &NameSync, g: &mut Synced) -> Result<(), StorageError> {
     let now = st.registry.with_catalog(|c| c.persisted());
     if now == g.local {
         return Ok(());
@@ -171,7 +183,7 @@ async fn push(st: &AppState, g: &mut Synced) -> Result<(), StorageError> {
 }
 
 /// Reads the table and, when it changed, makes it the catalog's saved part.
-async fn pull(st: &AppState, g: &mut Synced) -> Result<(), StorageError> {
+async fn pull(st: &NameSync, g: &mut Synced) -> Result<(), StorageError> {
     let rows = st.storage.model_aliases().await?;
     if g.rows.as_ref() == Some(&rows) {
         return Ok(());

@@ -11,6 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use super::auth::Routes;
 use super::error::{ApiError, OpenAiErrorBody, PlainErrorBody};
+use crate::server::auth::RouterState;
 
 /// The document's fixed parts; the paths come from the routers.
 #[derive(OpenApi)]
@@ -37,7 +38,7 @@ pub fn base() -> utoipa::openapi::OpenApi {
 }
 
 /// `GET /openapi.json` (public): the document, filled in once the router is assembled.
-pub fn routes(doc: Arc<OnceLock<utoipa::openapi::OpenApi>>) -> Routes {
+pub fn routes<S: RouterState>(doc: Arc<OnceLock<utoipa::openapi::OpenApi>>) -> Routes<S> {
     let serve = move || {
         let doc = doc.clone();
         async move {

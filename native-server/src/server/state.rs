@@ -1,72 +1,68 @@
-//! What every handler shares: the server settings and the model registry.
+//! The server's whole state, held by the router, and how each surface's part is taken from it
+//! ([`FromRef`]). Only the router and the builder name it: every surface's handlers take their
+//! own state (`OpenAiState`, `AdminState`, ...), so no surface reaches into another's services.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use axum::extract::FromRef;
 use weft_storage::Storage;
 
-use super::auth::Auth;
-use super::common::sampling::{Precedence, SamplingFields};
-use super::error::ApiError;
+use super::admin::AdminState;
+use super::auth::{Auth, AuthState};
+use super::code::{CodeState, CodeTools};
+use super::config::ServeConfig;
 use super::inference::Inference;
+use super::jobs::{JobsState, ModelJobs};
+use super::login::LoginState;
+use super::model_names::NameSync;
+use super::moderation::{Moderation, ModerationState};
+use super::ollama::OllamaState;
 use super::openai::responses::store::ResponseStore;
+use super::openai::OpenAiState;
+use super::ops::OpsState;
+use super::request_log::{LogBus, LogState};
+use super::site::SiteConfig;
+use super::ui::store::Sessions;
+use super::ui::UiState;
+use super::uploads::{Uploads, UploadsState};
+use super::web::WebState;
 use crate::registry::Registry;
 
-/// Settings from the `weft serve` command line.
-#[derive(Clone, Debug)]
-pub struct ServeConfig {
-    pub backend: String,
-    pub n_ctx: usize,
-    pub parallel: usize,
-    /// Default and cap of generated tokens per request.
-    pub max_tokens: usize,
-    pub queue: usize,
-    /// Largest request body accepted, in bytes.
-    pub body_limit: usize,
-    pub sampling: SamplingFields,
-    pub precedence: Precedence,
-    /// Where uploads go and how large they may be.
-    pub uploads: super::uploads::UploadConfig,
-    /// Host names and origins the server answers (`--allowed-host`, `--cors-origin`).
-    pub site: super::site::SiteConfig,
-}
-
-/// Shared server state.
+/// Every service of the server.
 pub struct AppState {
-    pub cfg: ServeConfig,
+    pub cfg: Arc<ServeConfig>,
     pub registry: Arc<Registry>,
     /// Leasing models for requests, with the checks and limits (the same registry).
     pub inference: Arc<Inference>,
     /// How loading the default model at start-up went (`/ready` waits for it).
-    pub preload: OnceLock<Result<(), String>>,
+    pub preload: Arc<OnceLock<Result<(), String>>>,
     pub started: Instant,
     /// Chat-UI sessions: id → tracked conversation, in the storage.
-    pub sessions: super::ui::store::Sessions,
+    pub sessions: Arc<Sessions>,
     /// Model jobs (pull, import, quantize), when there is a models directory to write into.
-    pub jobs: Option<Arc<super::jobs::ModelJobs>>,
+    pub jobs: Option<Arc<ModelJobs>>,
     /// The sandbox (with --code-exec), skills and artifacts.
-    pub code: super::code::CodeTools,
+    pub code: Arc<CodeTools>,
     /// Responses stored for `/v1/responses/{id}` and `previous_response_id` (in the
     /// database, each with its owner).
     pub responses: Arc<ResponseStore>,
     /// Files uploaded for the chat UI.
-    pub uploads: super::uploads::Uploads,
+    pub uploads: Arc<Uploads>,
     /// Keys, users, tenants, settings, audit.
     pub storage: Storage,
-    pub auth: Auth,
+    pub auth: Arc<Auth>,
     /// Moderation rules and the `moderation` setting.
-    pub moderation: Arc<super::moderation::Moderation>,
+    pub moderation: Arc<Moderation>,
     /// Finished requests, for `/api/v1/logs/stream`.
-    pub logs: super::request_log::LogBus,
+    pub logs: Arc<LogBus>,
     /// Set by `POST /api/v1/restart`; `weft serve` watches it to drain and re-execute.
     pub restart: tokio::sync::watch::Sender<bool>,
     /// Keeps the catalog's saved names and the database in step.
-    pub names: super::model_names::NameSync,
+    pub names: Arc<NameSync>,
 }
 
-/// The handle the router holds and handlers get: the whole state, from which each service a
-/// handler needs can be taken on its own (`State<Arc<Inference>>`, by [`FromRef`]).
+/// The handle the router holds.
 #[derive(Clone)]
 pub struct Shared(Arc<AppState>);
 
@@ -83,24 +79,19 @@ impl std::ops::Deref for Shared {
     }
 }
 
-impl FromRef<Shared> for Arc<Inference> {
-    fn from_ref(st: &Shared) -> Self {
-        st.inference.clone()
-    }
-}
-
 impl AppState {
     pub fn new(
         cfg: ServeConfig,
         registry: Arc<Registry>,
-        jobs: Option<Arc<super::jobs::ModelJobs>>,
-        code: super::code::CodeTools,
+        jobs: Option<Arc<ModelJobs>>,
+        code: CodeTools,
         storage: Storage,
         auth: Auth,
     ) -> Self {
-        let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
-        let sessions = super::ui::store::Sessions::new(storage.clone());
+        let uploads = Uploads::new(cfg.uploads.clone());
+        let sessions = Sessions::new(storage.clone());
         let responses = Arc::new(ResponseStore::new(storage.clone()));
+        let auth = Arc::new(auth);
         let inference = Arc::new(Inference::new(
             registry.clone(),
             storage.clone(),
@@ -112,47 +103,171 @@ impl AppState {
         ));
         AppState {
             inference,
-            moderation: Arc::new(super::moderation::Moderation::new(storage.clone())),
+            moderation: Arc::new(Moderation::new(storage.clone())),
             logs: Default::default(),
+            names: Arc::new(NameSync::new(registry.clone(), storage.clone())),
             storage,
             auth,
             restart: tokio::sync::watch::Sender::new(false),
-            cfg,
+            cfg: Arc::new(cfg),
             registry,
             jobs,
-            code,
-            preload: OnceLock::new(),
+            code: Arc::new(code),
+            preload: Default::default(),
             started: Instant::now(),
-            sessions,
+            sessions: Arc::new(sessions),
             responses,
-            uploads,
-            names: Default::default(),
+            uploads: Arc::new(uploads),
         }
     }
+}
 
-    /// The model jobs, or a 503 saying why there are none.
-    pub fn jobs(&self) -> Result<&Arc<super::jobs::ModelJobs>, ApiError> {
-        self.jobs.as_ref().ok_or_else(|| {
-            ApiError::unavailable(
-                "model jobs need a models directory: start the server with --models-dir (or without --model, to use $WEFT_HOME/models)",
-            )
-        })
-    }
-
-    /// Seconds since the Unix epoch.
-    pub fn now_unix() -> u64 {
-        unix(SystemTime::now())
+impl FromRef<Shared> for Arc<Inference> {
+    fn from_ref(st: &Shared) -> Self {
+        st.inference.clone()
     }
 }
 
-/// Seconds since the Unix epoch of a time.
-pub fn unix(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+impl FromRef<Shared> for OpenAiState {
+    fn from_ref(st: &Shared) -> Self {
+        OpenAiState {
+            cfg: st.cfg.clone(),
+            inference: st.inference.clone(),
+            registry: st.registry.clone(),
+            responses: st.responses.clone(),
+            code: st.code.clone(),
+        }
+    }
 }
 
-/// RFC 3339 UTC time.
-pub fn rfc3339(t: SystemTime) -> String {
-    weft_core::chat::strftime("%Y-%m-%dT%H:%M:%SZ", unix(t) as i64).unwrap_or_default()
+impl FromRef<Shared> for OllamaState {
+    fn from_ref(st: &Shared) -> Self {
+        OllamaState {
+            cfg: st.cfg.clone(),
+            inference: st.inference.clone(),
+            registry: st.registry.clone(),
+            code: st.code.clone(),
+            names: st.names.clone(),
+            jobs: JobsState::from_ref(st),
+        }
+    }
+}
+
+impl FromRef<Shared> for UiState {
+    fn from_ref(st: &Shared) -> Self {
+        UiState {
+            cfg: st.cfg.clone(),
+            inference: st.inference.clone(),
+            registry: st.registry.clone(),
+            code: st.code.clone(),
+            sessions: st.sessions.clone(),
+            uploads: st.uploads.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for AdminState {
+    fn from_ref(st: &Shared) -> Self {
+        AdminState {
+            cfg: st.cfg.clone(),
+            registry: st.registry.clone(),
+            inference: st.inference.clone(),
+            storage: st.storage.clone(),
+            auth: st.auth.clone(),
+            moderation: st.moderation.clone(),
+            logs: st.logs.clone(),
+            restart: st.restart.clone(),
+            started: st.started,
+            names: st.names.clone(),
+            jobs: st.jobs.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for JobsState {
+    fn from_ref(st: &Shared) -> Self {
+        JobsState {
+            jobs: st.jobs.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for OpsState {
+    fn from_ref(st: &Shared) -> Self {
+        OpsState {
+            cfg: st.cfg.clone(),
+            registry: st.registry.clone(),
+            preload: st.preload.clone(),
+            started: st.started,
+        }
+    }
+}
+
+impl FromRef<Shared> for UploadsState {
+    fn from_ref(st: &Shared) -> Self {
+        UploadsState {
+            uploads: st.uploads.clone(),
+            sessions: st.sessions.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for CodeState {
+    fn from_ref(st: &Shared) -> Self {
+        CodeState {
+            code: st.code.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for LoginState {
+    fn from_ref(st: &Shared) -> Self {
+        LoginState {
+            storage: st.storage.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for ModerationState {
+    fn from_ref(st: &Shared) -> Self {
+        ModerationState {
+            moderation: st.moderation.clone(),
+            storage: st.storage.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for WebState {
+    fn from_ref(st: &Shared) -> Self {
+        WebState {
+            inference: st.inference.clone(),
+            registry: st.registry.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for AuthState {
+    fn from_ref(st: &Shared) -> Self {
+        AuthState {
+            auth: st.auth.clone(),
+            storage: st.storage.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for LogState {
+    fn from_ref(st: &Shared) -> Self {
+        LogState {
+            moderation: st.moderation.clone(),
+            usage: st.auth.usage.clone(),
+            storage: st.storage.clone(),
+            logs: st.logs.clone(),
+        }
+    }
+}
+
+impl FromRef<Shared> for SiteConfig {
+    fn from_ref(st: &Shared) -> Self {
+        st.cfg.site.clone()
+    }
 }

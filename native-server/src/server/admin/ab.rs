@@ -14,13 +14,18 @@ use utoipa_axum::routes;
 use weft_storage::{AbTest, NewAbTest, NewAbVote, Variant};
 
 use super::common::{changed, check_name, Changed, List};
+use crate::server::admin::AdminState;
 use crate::server::auth::access::AB_PREFIX;
 use crate::server::auth::Principal;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(vote))
@@ -90,7 +95,7 @@ pub struct CreateAb {
 
 #[utoipa::path(get, path = "/ab", tag = "admin",
     responses((status = 200, body = List<AbInfo>), (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<AbInfo>>, PlainError> {
+async fn list(State(st): State<AdminState>) -> Result<Json<List<AbInfo>>, PlainError> {
     let mut data = Vec::new();
     for t in st.storage.list_ab_tests().await? {
         let votes = st.storage.ab_tally(&t.id).await?;
@@ -100,7 +105,7 @@ async fn list(State(st): State<Shared>) -> Result<Json<List<AbInfo>>, PlainError
 }
 
 /// The stored name of a served model, or a 400.
-fn served(st: &Shared, field: &str, name: &str) -> Result<String, ApiError> {
+fn served(st: &AdminState, field: &str, name: &str) -> Result<String, ApiError> {
     if name.trim().starts_with(AB_PREFIX) {
         return Err(ApiError::invalid(format!(
             "{field} must be a served model, not another A/B test"
@@ -116,7 +121,7 @@ fn served(st: &Shared, field: &str, name: &str) -> Result<String, ApiError> {
 #[utoipa::path(post, path = "/ab", tag = "admin", request_body = CreateAb,
     responses((status = 201, body = AbInfo), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody)))]
-async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateAb>) -> Changed<AbInfo> {
+async fn create(State(st): State<AdminState>, ApiJson(b): ApiJson<CreateAb>) -> Changed<AbInfo> {
     let name = check_name("A/B test", &b.name)?;
     let model_a = served(&st, "model_a", &b.model_a)?;
     let model_b = served(&st, "model_b", &b.model_b)?;
@@ -143,7 +148,7 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateAb>) -> Chan
     params(("id" = String, Path, description = "The test's id")),
     responses((status = 200, body = AbInfo), (status = 404, body = PlainErrorBody)))]
 async fn get_one(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> Result<Json<AbInfo>, PlainError> {
     let t = st.storage.get_ab_test(&id).await?;
@@ -155,7 +160,7 @@ async fn get_one(
 #[utoipa::path(delete, path = "/ab/{id}", tag = "admin",
     params(("id" = String, Path, description = "The test's id")),
     responses((status = 200, body = AbInfo), (status = 404, body = PlainErrorBody)))]
-async fn delete_one(State(st): State<Shared>, Path(id): Path<String>) -> Changed<AbInfo> {
+async fn delete_one(State(st): State<AdminState>, Path(id): Path<String>) -> Changed<AbInfo> {
     let votes = st.storage.ab_tally(&id).await?;
     let t = st.storage.delete_ab_test(&id).await?;
     changed(StatusCode::OK, json!({"ab_test_id": t.id}), info(t, votes))
@@ -195,7 +200,7 @@ pub struct VoteInfo {
     responses((status = 201, body = VoteInfo), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn vote(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     who: Option<Extension<Principal>>,
     ApiJson(b): ApiJson<VoteRequest>,
 ) -> Changed<VoteInfo> {

@@ -7,10 +7,15 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::PlainError;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(about))
 }
 
@@ -31,7 +36,7 @@ pub struct About {
 
 /// Version, backend, storage and whether keys are required.
 #[utoipa::path(get, path = "/about", tag = "admin", responses((status = 200, body = About)))]
-async fn about(State(st): State<Shared>) -> Result<Json<About>, PlainError> {
+async fn about(State(st): State<AdminState>) -> Result<Json<About>, PlainError> {
     let closed = st.auth.is_closed(&st.storage).await?;
     Ok(Json(About {
         name: "weft",

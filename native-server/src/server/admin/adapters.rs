@@ -18,11 +18,16 @@ use weft_core::gguf::ModelFile;
 use weft_storage::{Adapter, NewAdapter};
 
 use super::common::{changed, check_name, Changed, List};
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(get_one, delete_one))
@@ -67,7 +72,7 @@ pub struct CreateAdapter {
 
 #[utoipa::path(get, path = "/adapters", tag = "admin",
     responses((status = 200, body = List<AdapterInfo>), (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<AdapterInfo>>, PlainError> {
+async fn list(State(st): State<AdminState>) -> Result<Json<List<AdapterInfo>>, PlainError> {
     let data = st.storage.list_adapters().await?;
     Ok(Json(List {
         data: data.into_iter().map(AdapterInfo::from).collect(),
@@ -117,7 +122,7 @@ fn adapter_file(store: &FsPath, given: &str) -> Result<PathBuf, ApiError> {
     responses((status = 201, body = AdapterInfo), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody)))]
 async fn create(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     ApiJson(b): ApiJson<CreateAdapter>,
 ) -> Changed<AdapterInfo> {
     let name = check_name("adapter", &b.name)?;
@@ -168,7 +173,7 @@ async fn create(
     params(("id" = String, Path, description = "The adapter's id")),
     responses((status = 200, body = AdapterInfo), (status = 404, body = PlainErrorBody)))]
 async fn get_one(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> Result<Json<AdapterInfo>, PlainError> {
     Ok(Json(st.storage.get_adapter(&id).await?.into()))
@@ -178,7 +183,7 @@ async fn get_one(
 #[utoipa::path(delete, path = "/adapters/{id}", tag = "admin",
     params(("id" = String, Path, description = "The adapter's id")),
     responses((status = 200, body = AdapterInfo), (status = 404, body = PlainErrorBody)))]
-async fn delete_one(State(st): State<Shared>, Path(id): Path<String>) -> Changed<AdapterInfo> {
+async fn delete_one(State(st): State<AdminState>, Path(id): Path<String>) -> Changed<AdapterInfo> {
     let a = st.storage.delete_adapter(&id).await?;
     changed(
         StatusCode::OK,

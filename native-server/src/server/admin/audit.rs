@@ -10,10 +10,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::common::List;
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(list))
 }
 
@@ -41,7 +46,7 @@ pub struct AuditRow {
 #[utoipa::path(get, path = "/audit", tag = "admin", params(AuditQuery),
     responses((status = 200, body = List<AuditRow>), (status = 400, body = PlainErrorBody)))]
 async fn list(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<List<AuditRow>>, PlainError> {
     let q = q.map_err(|e| ApiError::invalid(e.body_text()))?;

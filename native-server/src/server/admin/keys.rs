@@ -12,12 +12,17 @@ use utoipa_axum::routes;
 use weft_storage::{ApiKey, NewKey};
 
 use super::common::{changed, check_name, check_role, check_tenant, Changed, List, TimeInput};
+use crate::server::admin::AdminState;
 use crate::server::auth::secret;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(revoke))
@@ -127,7 +132,7 @@ pub async fn make_key(
 #[utoipa::path(get, path = "/keys", tag = "admin",
     responses((status = 200, body = List<KeyInfo>), (status = 401, body = PlainErrorBody),
               (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<KeyInfo>>, PlainError> {
+async fn list(State(st): State<AdminState>) -> Result<Json<List<KeyInfo>>, PlainError> {
     let data = st.storage.list_keys().await?;
     Ok(Json(List {
         data: data.into_iter().map(KeyInfo::from).collect(),
@@ -138,7 +143,10 @@ async fn list(State(st): State<Shared>) -> Result<Json<List<KeyInfo>>, PlainErro
 #[utoipa::path(post, path = "/keys", tag = "admin", request_body = CreateKey,
     responses((status = 201, body = CreatedKey), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody)))]
-async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateKey>) -> Changed<CreatedKey> {
+async fn create(
+    State(st): State<AdminState>,
+    ApiJson(b): ApiJson<CreateKey>,
+) -> Changed<CreatedKey> {
     let name = check_name("key", &b.name)?;
     let role = check_role(&b.role)?;
     let expires_at = b
@@ -195,7 +203,7 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateKey>) -> Cha
 #[utoipa::path(delete, path = "/keys/{id}", tag = "admin",
     params(("id" = String, Path, description = "The key's id")),
     responses((status = 200, body = KeyInfo), (status = 404, body = PlainErrorBody)))]
-async fn revoke(State(st): State<Shared>, Path(id): Path<String>) -> Changed<KeyInfo> {
+async fn revoke(State(st): State<AdminState>, Path(id): Path<String>) -> Changed<KeyInfo> {
     let k = st.storage.revoke_key(&id).await?;
     changed(StatusCode::OK, json!({"key_id": k.id}), KeyInfo::from(k))
 }

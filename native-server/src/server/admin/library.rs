@@ -16,10 +16,10 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::server::admin::AdminState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;
-use crate::server::state::Shared;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -77,13 +77,13 @@ fn locate(given: &str, roots: &[PathBuf]) -> Result<PathBuf, ApiError> {
     responses((status = 201, body = Added), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody), (status = 503, body = PlainErrorBody)))]
 pub async fn add(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     ApiJson(b): ApiJson<AddEntry>,
 ) -> Result<(StatusCode, Json<Added>), PlainError> {
     let roots = st.jobs()?.store.import_roots.clone();
     let real = locate(&b.path, &roots)?;
     let given = b.path.trim().to_string();
-    let name = model_names::change(&st, || {
+    let name = model_names::change(&st.names, || {
         st.registry
             .with_catalog(|c| c.add_library_entry(&b.name, &real))
             .map_err(|e| {

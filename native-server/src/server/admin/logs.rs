@@ -14,11 +14,16 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::PlainErrorBody;
 use crate::server::request_log::LogEvent;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(logs_stream))
 }
 
@@ -28,7 +33,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
     responses((status = 200, description = "text/event-stream of `log` events", body = LogEvent,
                content_type = "text/event-stream"),
               (status = 403, body = PlainErrorBody)))]
-async fn logs_stream(State(st): State<Shared>) -> Response {
+async fn logs_stream(State(st): State<AdminState>) -> Response {
     let rx = st.logs.subscribe();
     let events = stream::unfold(rx, |mut rx| async move {
         let ev = match rx.recv().await {

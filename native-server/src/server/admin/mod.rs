@@ -16,23 +16,30 @@ mod logs;
 mod models;
 pub mod restart;
 pub mod settings;
+mod state;
 mod tenants;
 mod time;
 pub mod types;
 mod users;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
+pub use state::AdminState;
 
-/// Routes relative to `/api/v1`: all admin, but `GET /about` (public: version and backend discovery).
-pub fn routes() -> crate::server::auth::Routes {
+/// Routes relative to `/api/v1`: all admin, but `GET /about` (public: version and backend
+/// discovery). The model jobs' and moderation rules' admin routes are mounted beside these
+/// (`server/api.rs`).
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    AdminState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let admin = models::routes()
-        .merge(super::jobs::admin_routes())
         .merge(ab::routes())
         .merge(adapters::routes())
         .merge(audit::routes())
         .merge(backup::routes())
         .merge(keys::routes())
         .merge(logs::routes())
-        .merge(crate::server::moderation::routes::routes())
         .merge(restart::routes())
         .merge(settings::routes())
         .merge(tenants::routes())
@@ -41,6 +48,9 @@ pub fn routes() -> crate::server::auth::Routes {
 }
 
 /// The chat UI's `POST /api/models/load` (relative to `/api`), which loads like the admin route.
-pub fn ui_routes() -> crate::server::auth::Routes {
+pub fn ui_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    AdminState: FromRef<S>,
+{
     crate::server::auth::Routes::user(models::ui_routes())
 }

@@ -12,17 +12,23 @@ use super::types::{
     ModelfileResponse, Unloaded,
 };
 use crate::registry::{shown, Origin, Overrides, Target};
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
+use crate::server::clock::rfc3339;
 use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;
 use crate::server::ollama::models::{check_overrides, modelfile};
-use crate::server::state::{rfc3339, Shared};
+use axum::extract::FromRef;
 
 type Res<T> = Result<Json<T>, PlainError>;
 
 /// Routes relative to `/api/v1`.
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(load))
         .routes(routes!(unload))
@@ -33,7 +39,10 @@ pub fn routes() -> OpenApiRouter<Shared> {
 }
 
 /// Routes relative to `/api`.
-pub fn ui_routes() -> OpenApiRouter<Shared> {
+pub fn ui_routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(ui_load))
 }
 
@@ -42,7 +51,7 @@ fn required(m: Option<String>) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::invalid("model is required"))
 }
 
-async fn load_model(st: Shared, ctx: RequestCtx, b: ModelBody) -> Res<Loaded> {
+async fn load_model(st: AdminState, ctx: RequestCtx, b: ModelBody) -> Res<Loaded> {
     let t0 = std::time::Instant::now();
     let lease = st
         .inference
@@ -62,7 +71,7 @@ async fn load_model(st: Shared, ctx: RequestCtx, b: ModelBody) -> Res<Loaded> {
     responses((status = 200, body = Loaded), (status = 404, body = PlainErrorBody),
               (status = 503, body = PlainErrorBody)))]
 async fn load(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     ctx: RequestCtx,
     ApiJson(b): ApiJson<ModelBody>,
 ) -> Res<Loaded> {
@@ -73,7 +82,7 @@ async fn load(
 #[utoipa::path(post, path = "/models/load", tag = "chat-ui", request_body = ModelBody,
     responses((status = 200, body = Loaded), (status = 404, body = PlainErrorBody)))]
 async fn ui_load(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     ctx: RequestCtx,
     ApiJson(b): ApiJson<ModelBody>,
 ) -> Res<Loaded> {
@@ -83,7 +92,7 @@ async fn ui_load(
 /// Unloads a model now, or when its running requests end.
 #[utoipa::path(post, path = "/models/unload", tag = "admin", request_body = ModelBody,
     responses((status = 200, body = Unloaded), (status = 404, body = PlainErrorBody)))]
-async fn unload(State(st): State<Shared>, ApiJson(b): ApiJson<ModelBody>) -> Res<Unloaded> {
+async fn unload(State(st): State<AdminState>, ApiJson(b): ApiJson<ModelBody>) -> Res<Unloaded> {
     let name = required(b.model)?;
     let was = st.registry.unload(&name)?;
     Ok(Json(Unloaded {
@@ -96,7 +105,7 @@ async fn unload(State(st): State<Shared>, ApiJson(b): ApiJson<ModelBody>) -> Res
 /// Every known name: its file, facts, where it came from, whether it is loaded or broken.
 #[utoipa::path(get, path = "/models/library", tag = "admin",
     responses((status = 200, body = Library)))]
-async fn library(State(st): State<Shared>) -> Json<Library> {
+async fn library(State(st): State<AdminState>) -> Json<Library> {
     let reg = &st.registry;
     let mut models: Vec<LibraryEntry> = reg.with_catalog(|c| {
         c.names()
@@ -155,11 +164,15 @@ async fn library(State(st): State<Shared>) -> Json<Library> {
 #[utoipa::path(post, path = "/models/alias", tag = "admin", request_body = AliasRequest,
     responses((status = 200, body = AliasResponse), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
-async fn alias(State(st): State<Shared>, ApiJson(b): ApiJson<AliasRequest>) -> Res<AliasResponse> {
+async fn alias(
+    State(st): State<AdminState>,
+    ApiJson(b): ApiJson<AliasRequest>,
+) -> Res<AliasResponse> {
     let (Some(a), Some(m)) = (b.alias, b.model) else {
         return Err(ApiError::invalid("alias and model are required").into());
     };
-    let a = model_names::change(&st, || st.registry.with_catalog(|c| c.alias(&a, &m))).await?;
+    let a =
+        model_names::change(&st.names, || st.registry.with_catalog(|c| c.alias(&a, &m))).await?;
     Ok(Json(AliasResponse {
         ok: true,
         alias: a,
@@ -167,7 +180,7 @@ async fn alias(State(st): State<Shared>, ApiJson(b): ApiJson<AliasRequest>) -> R
     }))
 }
 
-fn modelfile_of(st: &Shared, id: &str) -> Result<ModelfileResponse, ApiError> {
+fn modelfile_of(st: &AdminState, id: &str) -> Result<ModelfileResponse, ApiError> {
     let r = st.registry.with_catalog(|c| c.resolve(id))?;
     Ok(ModelfileResponse {
         model: r.name.clone(),
@@ -181,7 +194,10 @@ fn modelfile_of(st: &Shared, id: &str) -> Result<ModelfileResponse, ApiError> {
 #[utoipa::path(get, path = "/models/{id}/modelfile", tag = "admin",
     params(("id" = String, Path, description = "A model name")),
     responses((status = 200, body = ModelfileResponse), (status = 404, body = PlainErrorBody)))]
-async fn get_modelfile(State(st): State<Shared>, Path(id): Path<String>) -> Res<ModelfileResponse> {
+async fn get_modelfile(
+    State(st): State<AdminState>,
+    Path(id): Path<String>,
+) -> Res<ModelfileResponse> {
     Ok(Json(modelfile_of(&st, &id)?))
 }
 
@@ -191,7 +207,7 @@ async fn get_modelfile(State(st): State<Shared>, Path(id): Path<String>) -> Res<
     responses((status = 200, body = ModelfileResponse), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn put_modelfile(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<ModelfileRequest>,
 ) -> Res<ModelfileResponse> {
@@ -201,7 +217,7 @@ async fn put_modelfile(
         parameters: b.parameters.unwrap_or_default(),
     };
     check_overrides(&o)?;
-    let name = model_names::change(&st, || {
+    let name = model_names::change(&st.names, || {
         st.registry.with_catalog(|c| c.set_overrides(&id, o))
     })
     .await?;

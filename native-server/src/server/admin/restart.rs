@@ -15,13 +15,18 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::common::{changed, Changed};
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::PlainErrorBody;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
 /// Longest wait for requests in flight before the restart goes ahead without them.
 pub const DRAIN: Duration = Duration::from_secs(60);
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(restart))
 }
 
@@ -36,7 +41,7 @@ pub struct Restarting {
 /// Restarts the server gracefully: in-flight requests finish, then the process re-executes.
 #[utoipa::path(post, path = "/restart", tag = "admin",
     responses((status = 202, body = Restarting), (status = 403, body = PlainErrorBody)))]
-async fn restart(State(st): State<Shared>) -> Changed<Restarting> {
+async fn restart(State(st): State<AdminState>) -> Changed<Restarting> {
     // A second request while draining changes nothing.
     let again = st.restart.send_replace(true);
     tracing::info!("restart requested: draining requests in flight");

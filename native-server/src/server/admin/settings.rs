@@ -28,10 +28,12 @@ use crate::server::common::sampling::{resolve_with, Precedence, SamplingFields};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::logging;
-use crate::server::state::Shared;
 
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 /// How often a replica looks for settings changed by another.
-pub const POLL: Duration = Duration::from_secs(2);
+pub use crate::server::clock::POLL;
+use axum::extract::FromRef;
 /// How often the audit log is pruned to its retention.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// Audit retention when unset: days, and rows.
@@ -66,7 +68,10 @@ const SCHEMA: &[(&str, Kind)] = &[
     ("audit_retention_rows", Kind::Integer),
 ];
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new().routes(routes!(get_settings, replace, patch))
 }
 
@@ -150,7 +155,7 @@ fn check_ranges(m: &Map<String, Value>) -> Result<SamplingFields, ApiError> {
 }
 
 /// Makes the settings live: sampling defaults, limits, moderation on/off, the log filter.
-fn apply(st: &Shared, m: &Map<String, Value>, sampling: SamplingFields) {
+fn apply(st: &AdminState, m: &Map<String, Value>, sampling: SamplingFields) {
     st.inference.set_defaults(sampling);
     let count = |k: &str| m.get(k).and_then(Value::as_u64).map(|n| n as usize);
     st.inference.set_max_tokens(count("max_tokens"));
@@ -175,14 +180,14 @@ fn render(m: &Map<String, Value>) -> Value {
 }
 
 /// Reads the settings from the database into the live defaults.
-pub async fn reload(st: &Shared) -> Result<(), ApiError> {
+pub async fn reload(st: &AdminState) -> Result<(), ApiError> {
     let m = st.storage.settings().await?;
     apply(st, &m, sampling_of(&m));
     Ok(())
 }
 
 /// Removes the audit rows past the retention settings.
-async fn prune_audit(st: &Shared, m: &Map<String, Value>) {
+async fn prune_audit(st: &AdminState, m: &Map<String, Value>) {
     let days = m
         .get("audit_retention_days")
         .and_then(Value::as_i64)
@@ -204,7 +209,7 @@ async fn prune_audit(st: &Shared, m: &Map<String, Value>) {
 
 /// Polls the database for settings changed by another replica, and prunes the audit log
 /// every [`PRUNE_EVERY`] (at start-up first).
-pub fn spawn_sync(st: Shared) {
+pub fn spawn_sync(st: AdminState) {
     tokio::spawn(async move {
         let mut last = None;
         let mut pruned: Option<std::time::Instant> = None;
@@ -231,7 +236,7 @@ pub fn spawn_sync(st: Shared) {
     });
 }
 
-async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
+async fn write(st: &AdminState, body: Value, replace: bool) -> Changed<Value> {
     let body = body
         .as_object()
         .ok_or_else(|| ApiError::invalid("the body must be a JSON object of settings"))?;
@@ -269,7 +274,7 @@ async fn write(st: &Shared, body: Value, replace: bool) -> Changed<Value> {
 #[utoipa::path(get, path = "/settings", tag = "admin",
     responses((status = 200, description = "Every setting", body = Object),
               (status = 403, body = PlainErrorBody)))]
-async fn get_settings(State(st): State<Shared>) -> Result<Json<Value>, PlainError> {
+async fn get_settings(State(st): State<AdminState>) -> Result<Json<Value>, PlainError> {
     Ok(Json(render(&st.storage.settings().await?)))
 }
 
@@ -277,7 +282,7 @@ async fn get_settings(State(st): State<Shared>) -> Result<Json<Value>, PlainErro
 #[utoipa::path(post, path = "/settings", tag = "admin",
     request_body(content = Object, description = "Settings: temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty, repeat_last_n, seed (numbers); moderation (boolean); logging_level (an env-filter directive); audit_retention_days, audit_retention_rows (integers)"),
     responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
-async fn replace(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
+async fn replace(State(st): State<AdminState>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
     write(&st, b, true).await
 }
 
@@ -285,6 +290,6 @@ async fn replace(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Change
 #[utoipa::path(patch, path = "/settings", tag = "admin",
     request_body(content = Object, description = "Some settings"),
     responses((status = 200, body = Object), (status = 400, body = PlainErrorBody)))]
-async fn patch(State(st): State<Shared>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
+async fn patch(State(st): State<AdminState>, ApiJson(b): ApiJson<Value>) -> Changed<Value> {
     write(&st, b, false).await
 }

@@ -13,11 +13,16 @@ use utoipa_axum::routes;
 use weft_storage::{NewTenant, Tenant, TenantPatch};
 
 use super::common::{changed, check_name, Changed, List};
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(get_one, patch))
@@ -59,7 +64,7 @@ pub struct CreateTenant {
 
 #[utoipa::path(get, path = "/tenants", tag = "admin",
     responses((status = 200, body = List<TenantInfo>), (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<TenantInfo>>, PlainError> {
+async fn list(State(st): State<AdminState>) -> Result<Json<List<TenantInfo>>, PlainError> {
     let data = st.storage.list_tenants().await?;
     Ok(Json(List {
         data: data.into_iter().map(TenantInfo::from).collect(),
@@ -70,7 +75,7 @@ async fn list(State(st): State<Shared>) -> Result<Json<List<TenantInfo>>, PlainE
     responses((status = 201, body = TenantInfo), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody)))]
 async fn create(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     ApiJson(b): ApiJson<CreateTenant>,
 ) -> Changed<TenantInfo> {
     let name = check_name("tenant", &b.name)?;
@@ -92,7 +97,7 @@ async fn create(
     params(("id" = String, Path, description = "The tenant's id")),
     responses((status = 200, body = TenantInfo), (status = 404, body = PlainErrorBody)))]
 async fn get_one(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> Result<Json<TenantInfo>, PlainError> {
     Ok(Json(st.storage.get_tenant(&id).await?.into()))
@@ -140,7 +145,7 @@ pub struct PatchTenant {
     responses((status = 200, body = TenantInfo), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody), (status = 409, body = PlainErrorBody)))]
 async fn patch(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<PatchTenant>,
 ) -> Changed<TenantInfo> {

@@ -15,11 +15,16 @@ use utoipa_axum::routes;
 use weft_storage::{NewUser, User, UserPatch};
 
 use super::common::{changed, check_name, check_role, check_tenant, Changed, List};
+use crate::server::admin::AdminState;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(get_one, update, remove))
@@ -94,7 +99,7 @@ async fn hash_password(password: String) -> Result<String, ApiError> {
 
 #[utoipa::path(get, path = "/users", tag = "admin",
     responses((status = 200, body = List<UserInfo>), (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<UserInfo>>, PlainError> {
+async fn list(State(st): State<AdminState>) -> Result<Json<List<UserInfo>>, PlainError> {
     let data = st.storage.list_users().await?;
     Ok(Json(List {
         data: data.into_iter().map(UserInfo::from).collect(),
@@ -104,7 +109,10 @@ async fn list(State(st): State<Shared>) -> Result<Json<List<UserInfo>>, PlainErr
 #[utoipa::path(post, path = "/users", tag = "admin", request_body = CreateUser,
     responses((status = 201, body = UserInfo), (status = 400, body = PlainErrorBody),
               (status = 409, body = PlainErrorBody)))]
-async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateUser>) -> Changed<UserInfo> {
+async fn create(
+    State(st): State<AdminState>,
+    ApiJson(b): ApiJson<CreateUser>,
+) -> Changed<UserInfo> {
     let name = check_name("user", &b.name)?;
     let role = check_role(&b.role)?;
     check_tenant(&st.storage, b.tenant.as_deref()).await?;
@@ -126,7 +134,7 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateUser>) -> Ch
     params(("id" = String, Path, description = "The user's id")),
     responses((status = 200, body = UserInfo), (status = 404, body = PlainErrorBody)))]
 async fn get_one(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
 ) -> Result<Json<UserInfo>, PlainError> {
     Ok(Json(st.storage.get_user(&id).await?.into()))
@@ -137,7 +145,7 @@ async fn get_one(
     responses((status = 200, body = UserInfo), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn update(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     Path(id): Path<String>,
     ApiJson(b): ApiJson<UpdateUser>,
 ) -> Changed<UserInfo> {
@@ -178,7 +186,7 @@ async fn update(
 #[utoipa::path(delete, path = "/users/{id}", tag = "admin",
     params(("id" = String, Path, description = "The user's id")),
     responses((status = 200, body = UserInfo), (status = 404, body = PlainErrorBody)))]
-async fn remove(State(st): State<Shared>, Path(id): Path<String>) -> Changed<UserInfo> {
+async fn remove(State(st): State<AdminState>, Path(id): Path<String>) -> Changed<UserInfo> {
     let u = st.storage.get_user(&id).await?;
     st.storage.delete_user(&id).await?;
     changed(StatusCode::OK, json!({"user_id": u.id}), UserInfo::from(u))

@@ -24,18 +24,22 @@ use super::policy::Need;
 use super::{authorize, Gate};
 use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
-use crate::server::state::Shared;
 
-/// Routes whose required role is declared (see the module comment).
-pub struct Routes(OpenApiRouter<Shared>);
+/// What a router's state must be: each surface is generic over it and takes the part it needs
+/// by [`axum::extract::FromRef`], so no surface names the server's whole state.
+pub trait RouterState: Clone + Send + Sync + 'static {}
+impl<S: Clone + Send + Sync + 'static> RouterState for S {}
 
-impl Routes {
+/// Routes whose required role is declared (see the module comment), over router state `S`.
+pub struct Routes<S>(OpenApiRouter<S>);
+
+impl<S: RouterState> Routes<S> {
     /// No routes yet, with the document's fixed parts.
-    pub fn with_openapi(doc: utoipa::openapi::OpenApi) -> Routes {
+    pub fn with_openapi(doc: utoipa::openapi::OpenApi) -> Self {
         Routes(OpenApiRouter::with_openapi(doc))
     }
 
-    fn declare(need: Need, r: OpenApiRouter<Shared>) -> Routes {
+    fn declare(need: Need, r: OpenApiRouter<S>) -> Self {
         Routes(
             r.route_layer(middleware::from_fn(move |req: Request, next: Next| {
                 require(need, req, next)
@@ -44,47 +48,47 @@ impl Routes {
     }
 
     /// Routes anyone may call, without a key.
-    pub fn public(r: OpenApiRouter<Shared>) -> Routes {
+    pub fn public(r: OpenApiRouter<S>) -> Self {
         Self::declare(Need::Public, r)
     }
 
     /// Routes that need a `readonly` key or better.
-    pub fn read(r: OpenApiRouter<Shared>) -> Routes {
+    pub fn read(r: OpenApiRouter<S>) -> Self {
         Self::declare(Need::Read, r)
     }
 
     /// Routes that need a `user` key or better (inference).
-    pub fn user(r: OpenApiRouter<Shared>) -> Routes {
+    pub fn user(r: OpenApiRouter<S>) -> Self {
         Self::declare(Need::Use, r)
     }
 
     /// Routes that need an `admin` key.
-    pub fn admin(r: OpenApiRouter<Shared>) -> Routes {
+    pub fn admin(r: OpenApiRouter<S>) -> Self {
         Self::declare(Need::Admin, r)
     }
 
     /// `GET /metrics`: a `readonly` key, or none while `metrics_public` is on.
-    pub fn metrics(r: OpenApiRouter<Shared>) -> Routes {
+    pub fn metrics(r: OpenApiRouter<S>) -> Self {
         Self::declare(Need::Metrics, r)
     }
 
     /// Routes outside the OpenAPI document (web pages, downloads), with what they need.
-    pub fn pages(need: Need, r: Router<Shared>) -> Routes {
+    pub fn pages(need: Need, r: Router<S>) -> Self {
         Self::declare(need, OpenApiRouter::from(r))
     }
 
-    pub fn merge(self, other: Routes) -> Routes {
+    pub fn merge(self, other: Self) -> Self {
         Routes(self.0.merge(other.0))
     }
 
-    pub fn nest(self, path: &str, other: Routes) -> Routes {
+    pub fn nest(self, path: &str, other: Self) -> Self {
         Routes(self.0.nest(path, other.0))
     }
 
     /// Answers requests no route serves with `handler`, declared `need` like a route.
-    pub fn fallback<H, T>(self, need: Need, handler: H) -> Routes
+    pub fn fallback<H, T>(self, need: Need, handler: H) -> Self
     where
-        H: Handler<T, Shared>,
+        H: Handler<T, S>,
         T: 'static,
     {
         let service = axum::routing::any(handler).layer(middleware::from_fn(
@@ -94,7 +98,7 @@ impl Routes {
     }
 
     /// The router and the OpenAPI document of every route.
-    pub fn split_for_parts(self) -> (Router<Shared>, utoipa::openapi::OpenApi) {
+    pub fn split_for_parts(self) -> (Router<S>, utoipa::openapi::OpenApi) {
         self.0.split_for_parts()
     }
 }

@@ -48,11 +48,10 @@ use axum::response::Response;
 use serde_json::Value;
 use weft_storage::{NewAudit, Storage};
 
-pub use self::declare::Routes;
+pub use self::declare::{RouterState, Routes};
 use self::policy::{Need, Role};
 use super::context::RequestCtx;
 use super::error::ApiError;
-use super::state::Shared;
 
 /// Who made a request (in the request's extensions for handlers).
 #[derive(Clone, Debug)]
@@ -68,6 +67,13 @@ pub struct Principal {
 /// Details a handler adds to its audit row (in the response's extensions). Never secrets.
 #[derive(Clone, Debug)]
 pub struct AuditDetails(pub Value);
+
+/// What the auth layer reads: the keys' state and the database.
+#[derive(Clone)]
+pub struct AuthState {
+    pub auth: Arc<Auth>,
+    pub storage: Storage,
+}
 
 /// The server's authentication state.
 pub struct Auth {
@@ -191,7 +197,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 
 /// What the outer layer and the route's declaration tell each other about one request.
 pub(super) struct Gate {
-    pub(super) st: Shared,
+    pub(super) st: AuthState,
     /// The full path (nested routers see a stripped one).
     pub(super) path: String,
     /// What the matched route declared; `None`: nothing declared it (yet).
@@ -233,7 +239,7 @@ impl Gate {
 /// The outer layer, on the whole router: opens the request's [`Gate`], lets the router and
 /// the matched route's declaration ([`declare`]) decide, refuses a response no declaration
 /// saw, adds the A/B headers and writes the audit row.
-pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
+pub async fn layer(State(st): State<AuthState>, mut req: Request, next: Next) -> Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let remote = req
         .extensions()
@@ -287,7 +293,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
 /// The principal a request may proceed as, or the error (with the actor when the key was
 /// valid but its role too low).
 pub(super) async fn authorize(
-    st: &Shared,
+    st: &AuthState,
     need: Need,
     headers: &HeaderMap,
 ) -> Result<Option<Principal>, (Option<String>, ApiError)> {

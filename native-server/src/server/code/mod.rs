@@ -12,6 +12,7 @@
 
 pub mod agent;
 pub mod plan;
+mod state;
 pub mod types;
 
 use std::collections::HashMap;
@@ -31,7 +32,9 @@ use sha2::{Digest, Sha256};
 
 use super::auth::caller::Caller;
 use super::error::{ApiError, PlainError, PlainErrorBody};
-use super::state::Shared;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
+pub use state::CodeState;
 
 /// How long a run's files stay downloadable.
 const ARTIFACT_TTL: Duration = Duration::from_secs(3600);
@@ -219,7 +222,10 @@ fn sweep_all(root: &Path) {
 
 /// Routes relative to `/api`. The path is a wildcard (files sit in folders), which utoipa's
 /// route macro would register as one segment, so the route is added by hand.
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    CodeState: FromRef<S>,
+{
     crate::server::auth::Routes::read(
         OpenApiRouter::new().route("/code/artifacts/{run_id}/{*path}", get(artifact)),
     )
@@ -235,7 +241,7 @@ pub fn routes() -> crate::server::auth::Routes {
               (status = 400, body = PlainErrorBody, description = "A path leading out of the run"),
               (status = 404, body = PlainErrorBody, description = "Unknown or expired run, or no such file")))]
 pub async fn artifact(
-    State(st): State<Shared>,
+    State(st): State<CodeState>,
     caller: Caller,
     UrlPath((run_id, path)): UrlPath<(String, String)>,
 ) -> Result<Response, PlainError> {

@@ -19,17 +19,25 @@ use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErro
 use super::extract::{ApiJson, OpenAiJson};
 use super::inference::Inference;
 use crate::registry::WorkerError;
+use crate::server::auth::RouterState;
 use crate::server::context::RequestCtx;
+use axum::extract::FromRef;
 use std::sync::Arc;
 use types::*;
 
 /// `/v1/embeddings`, relative to `/v1`.
-pub fn openai_routes() -> crate::server::auth::Routes {
+pub fn openai_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    Arc<Inference>: FromRef<S>,
+{
     crate::server::auth::Routes::user(OpenApiRouter::new().routes(routes!(openai)))
 }
 
 /// `/api/embed` and `/api/embeddings`, relative to `/api`.
-pub fn ollama_routes() -> crate::server::auth::Routes {
+pub fn ollama_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    Arc<Inference>: FromRef<S>,
+{
     crate::server::auth::Routes::user(
         OpenApiRouter::new()
             .routes(routes!(ollama_embed))

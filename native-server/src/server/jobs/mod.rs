@@ -22,6 +22,7 @@
 mod ollama_create;
 mod ollama_pull;
 mod persist;
+mod state;
 mod work;
 
 use axum::extract::{Path, Query, State};
@@ -36,16 +37,21 @@ use utoipa_axum::routes;
 use super::auth::caller::Caller;
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
-use super::state::Shared;
+use crate::server::auth::RouterState;
 use crate::store::{ConvertRequest, ImportRequest, PullRequest, QuantizeRequest};
+use axum::extract::FromRef;
 pub use ollama_create::create_from_files;
 pub use persist::Whose;
+pub use state::{required, JobsState};
 pub use work::ModelJobs;
 
 type Res<T> = Result<T, PlainError>;
 
 /// Routes relative to `/api/v1`.
-pub fn admin_routes() -> OpenApiRouter<Shared> {
+pub fn admin_routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    JobsState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(pull))
         .routes(routes!(import))
@@ -57,7 +63,10 @@ pub fn admin_routes() -> OpenApiRouter<Shared> {
 }
 
 /// Ollama's `/pull`, relative to `/api`.
-pub fn ollama_routes() -> crate::server::auth::Routes {
+pub fn ollama_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    JobsState: FromRef<S>,
+{
     crate::server::auth::Routes::admin(
         OpenApiRouter::new()
             .routes(routes!(ollama_pull::pull))
@@ -93,7 +102,11 @@ type Started = Res<(StatusCode, Json<JobAccepted>)>;
     request_body(content = inline(Object), description = "{model: URL or hf.co/OWNER/REPO:FILE, name?, sha256?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody),
               (status = 503, body = PlainErrorBody)))]
-async fn pull(State(st): State<Shared>, c: Caller, ApiJson(req): ApiJson<PullRequest>) -> Started {
+async fn pull(
+    State(st): State<JobsState>,
+    c: Caller,
+    ApiJson(req): ApiJson<PullRequest>,
+) -> Started {
     Ok(accepted(st.jobs()?.submit_pull(c.owner(), req)?))
 }
 
@@ -101,7 +114,7 @@ async fn pull(State(st): State<Shared>, c: Caller, ApiJson(req): ApiJson<PullReq
     request_body(content = inline(Object), description = "{path, name?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
 async fn import(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     c: Caller,
     ApiJson(req): ApiJson<ImportRequest>,
 ) -> Started {
@@ -112,7 +125,7 @@ async fn import(
     request_body(content = inline(Object), description = "{model, name, type, allow_requantize?}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
 async fn quantize(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     c: Caller,
     ApiJson(req): ApiJson<QuantizeRequest>,
 ) -> Started {
@@ -123,7 +136,7 @@ async fn quantize(
     request_body(content = inline(Object), description = "{path: a Hugging Face folder inside the import roots, name?, type? (default F16)}"),
     responses((status = 202, body = JobAccepted), (status = 400, body = PlainErrorBody)))]
 async fn convert(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     c: Caller,
     ApiJson(req): ApiJson<ConvertRequest>,
 ) -> Started {
@@ -162,7 +175,7 @@ impl OwnerQuery {
     params(("job_id" = String, Path, description = "A job id"), OwnerQuery),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
 async fn job(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<OwnerQuery>,
@@ -179,7 +192,7 @@ async fn job(
 #[utoipa::path(get, path = "/jobs", tag = "admin", params(OwnerQuery),
     responses((status = 200, body = JobList), (status = 403, body = PlainErrorBody)))]
 async fn list(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     caller: Caller,
     Query(q): Query<OwnerQuery>,
 ) -> Res<Json<JobList>> {
@@ -193,7 +206,7 @@ async fn list(
     params(("id" = String, Path, description = "A job id"), OwnerQuery),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
 async fn cancel(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<OwnerQuery>,

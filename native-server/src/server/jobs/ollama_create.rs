@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use super::ModelJobs;
 use crate::jobs::JobStatus;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
+use crate::server::jobs::JobsState;
 use crate::server::stream::{json_frame, ndjson};
 use crate::store::ConvertRequest;
 
@@ -60,7 +60,7 @@ fn blob_path(jobs: &ModelJobs, hex: &str) -> PathBuf {
 #[utoipa::path(head, path = "/blobs/{digest}", tag = "ollama",
     params(("digest" = String, Path, description = "sha256:<64 hex>")),
     responses((status = 200), (status = 404), (status = 400, body = PlainErrorBody)))]
-pub(super) async fn blob_exists(State(st): State<Shared>, Path(digest): Path<String>) -> Res {
+pub(super) async fn blob_exists(State(st): State<JobsState>, Path(digest): Path<String>) -> Res {
     let jobs = st.jobs()?;
     let hex = parse_digest(&digest)?;
     Ok(if blob_path(jobs, &hex).is_file() {
@@ -76,7 +76,7 @@ pub(super) async fn blob_exists(State(st): State<Shared>, Path(digest): Path<Str
     request_body(content = String, description = "The file's bytes", content_type = "application/octet-stream"),
     responses((status = 201), (status = 400, body = PlainErrorBody)))]
 pub(super) async fn blob_upload(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     Path(digest): Path<String>,
     body: Body,
 ) -> Res {
@@ -138,7 +138,7 @@ fn plain_name(n: &str) -> bool {
 
 /// `/api/create` with `files` (see the module comment).
 pub async fn create_from_files(
-    st: &Shared,
+    st: &JobsState,
     owner: &str,
     name: String,
     files: Option<Value>,

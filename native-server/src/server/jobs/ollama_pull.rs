@@ -19,7 +19,7 @@ use crate::jobs::{Job, JobStatus};
 use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use crate::server::jobs::JobsState;
 use crate::server::stream::{json_frame, ndjson};
 use crate::store::PullRequest;
 
@@ -95,7 +95,7 @@ fn line(j: &Job) -> Option<PullLine> {
     responses((status = 200, description = "NDJSON progress lines (status, digest, total, completed), or the last one when stream is false"),
               (status = 400, body = PlainErrorBody), (status = 503, body = PlainErrorBody)))]
 pub(super) async fn pull(
-    State(st): State<Shared>,
+    State(st): State<JobsState>,
     caller: Caller,
     ApiJson(b): ApiJson<PullBody>,
 ) -> Res<Response> {

@@ -16,6 +16,7 @@
 //! changed role counts at once); the site layer asks [`check_csrf`] on state changes.
 
 pub mod sessions;
+mod state;
 pub mod throttle;
 
 use std::net::{IpAddr, SocketAddr};
@@ -38,14 +39,19 @@ use super::auth::policy::Role;
 use super::auth::Principal;
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
-use super::state::Shared;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
+pub use state::LoginState;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "weft_session";
 /// The header a signed-in page sends its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-pub fn routes() -> super::auth::Routes {
+pub fn routes<S: RouterState>() -> super::auth::Routes<S>
+where
+    LoginState: FromRef<S>,
+{
     // Public: signing in is how a person without a key gets a principal; `whoami` and
     // `logout` read the cookie themselves.
     super::auth::Routes::public(
@@ -142,7 +148,7 @@ async fn verify(password: String, hash: String) -> bool {
     responses((status = 200, body = LoginResponse), (status = 401, body = PlainErrorBody),
               (status = 429, body = PlainErrorBody)))]
 async fn login(
-    State(st): State<Shared>,
+    State(st): State<LoginState>,
     Remote(address): Remote,
     ApiJson(b): ApiJson<LoginRequest>,
 ) -> Result<Response, PlainError> {
@@ -199,7 +205,7 @@ async fn login(
 
 #[utoipa::path(get, path = "/api/login", tag = "chat-ui",
     responses((status = 200, body = LoginResponse), (status = 401, body = PlainErrorBody)))]
-async fn whoami(State(st): State<Shared>, headers: HeaderMap) -> Result<Response, PlainError> {
+async fn whoami(State(st): State<LoginState>, headers: HeaderMap) -> Result<Response, PlainError> {
     let none = || ApiError::unauthorized("not signed in");
     let token = cookie_token(&headers).ok_or_else(none)?;
     let s = sessions::get(token).ok_or_else(none)?;

@@ -17,6 +17,7 @@ mod input;
 pub mod output;
 pub mod routes;
 pub mod rules;
+mod state;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -29,6 +30,7 @@ pub use self::input::{check_messages, check_text};
 use self::rules::{Action, Rule, RuleSet};
 use super::context::RequestCtx;
 use super::error::ApiError;
+pub use state::ModerationState;
 
 /// How often a replica re-reads the rules.
 pub const POLL: Duration = Duration::from_secs(2);

@@ -12,12 +12,17 @@ use utoipa_axum::routes;
 use weft_storage::{ModerationRule, NewRule};
 
 use crate::server::admin::common::{changed, Changed, List};
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
-use crate::server::state::Shared;
+use crate::server::moderation::ModerationState;
+use axum::extract::FromRef;
 
 /// Routes relative to `/api/v1`.
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    ModerationState: FromRef<S>,
+{
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(delete))
@@ -64,7 +69,7 @@ pub struct CreateRule {
 
 #[utoipa::path(get, path = "/moderation/rules", tag = "admin",
     responses((status = 200, body = List<RuleInfo>), (status = 403, body = PlainErrorBody)))]
-async fn list(State(st): State<Shared>) -> Result<Json<List<RuleInfo>>, PlainError> {
+async fn list(State(st): State<ModerationState>) -> Result<Json<List<RuleInfo>>, PlainError> {
     let data = st.storage.list_rules().await?;
     Ok(Json(List {
         data: data.into_iter().map(RuleInfo::from).collect(),
@@ -75,7 +80,10 @@ async fn list(State(st): State<Shared>) -> Result<Json<List<RuleInfo>>, PlainErr
 /// 2 s).
 #[utoipa::path(post, path = "/moderation/rules", tag = "admin", request_body = CreateRule,
     responses((status = 201, body = RuleInfo), (status = 400, body = PlainErrorBody)))]
-async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRule>) -> Changed<RuleInfo> {
+async fn create(
+    State(st): State<ModerationState>,
+    ApiJson(b): ApiJson<CreateRule>,
+) -> Changed<RuleInfo> {
     super::rules::check(&b.pattern, &b.kind, &b.action, &b.applies_to)
         .map_err(ApiError::invalid)?;
     let r = st
@@ -98,7 +106,10 @@ async fn create(State(st): State<Shared>, ApiJson(b): ApiJson<CreateRule>) -> Ch
 #[utoipa::path(delete, path = "/moderation/rules/{id}", tag = "admin",
     params(("id" = String, Path, description = "The rule's id")),
     responses((status = 200, body = Object), (status = 404, body = PlainErrorBody)))]
-async fn delete(State(st): State<Shared>, Path(id): Path<String>) -> Changed<serde_json::Value> {
+async fn delete(
+    State(st): State<ModerationState>,
+    Path(id): Path<String>,
+) -> Changed<serde_json::Value> {
     st.storage.delete_rule(&id).await?;
     st.moderation.reload().await?;
     changed(

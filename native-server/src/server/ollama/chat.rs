@@ -16,14 +16,14 @@ use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, Think};
-use crate::server::state::Shared;
+use crate::server::ollama::OllamaState;
 
 #[utoipa::path(post, path = "/chat/ollama", tag = "ollama", request_body = ChatRequest,
     responses((status = 200, description = "NDJSON frames, or one frame when stream is false",
                content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 pub async fn chat_alias(
-    State(st): State<Shared>,
+    State(st): State<OllamaState>,
     ctx: RequestCtx,
     caller: Caller,
     ApiJson(b): ApiJson<ChatRequest>,
@@ -32,7 +32,7 @@ pub async fn chat_alias(
 }
 
 /// The Ollama chat of `caller` (the owner of the files its built-in calls write).
-pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: ChatRequest) -> Res {
+pub async fn chat(st: OllamaState, ctx: RequestCtx, caller: Caller, b: ChatRequest) -> Res {
     if b.messages.as_ref().is_some_and(Vec::is_empty) {
         // Ollama answers an empty conversation by loading (or, keep_alive 0, unloading).
         return load_or_unload(

@@ -16,11 +16,11 @@ use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, GenRequest, Reasoning, Think};
 use crate::server::leased::Leased;
-use crate::server::state::{AppState, Shared};
+use crate::server::ollama::OllamaState;
 
 /// The internal request for an Ollama prompt.
 pub fn request(
-    st: &AppState,
+    st: &OllamaState,
     m: &Leased,
     prompt: Vec<u32>,
     opts: Option<Options>,
@@ -62,7 +62,7 @@ pub fn request(
                content((Frame = "application/x-ndjson"), (Frame = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 pub async fn generate(
-    State(st): State<Shared>,
+    State(st): State<OllamaState>,
     ctx: RequestCtx,
     ApiJson(b): ApiJson<GenerateRequest>,
 ) -> Res {

@@ -7,6 +7,7 @@ pub mod chat;
 mod generate;
 pub mod models;
 mod respond;
+mod state;
 mod tool_loop;
 pub mod types;
 
@@ -16,17 +17,28 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::PlainError;
+use crate::server::auth::RouterState;
+use crate::server::inference::Inference;
+use crate::server::jobs::JobsState;
+use axum::extract::FromRef;
+pub use state::OllamaState;
+use std::sync::Arc;
 use types::Version;
 
 type Res = Result<Response, PlainError>;
 
 /// RFC 3339 UTC time of now.
 fn now_rfc3339() -> String {
-    super::state::rfc3339(std::time::SystemTime::now())
+    super::clock::rfc3339(std::time::SystemTime::now())
 }
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    OllamaState: FromRef<S>,
+    Arc<Inference>: FromRef<S>,
+    JobsState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let inference = OpenApiRouter::new()
         .routes(routes!(generate::generate))

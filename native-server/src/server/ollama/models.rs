@@ -18,16 +18,22 @@ use super::Res;
 use crate::registry::{names, shown, Facts, Overrides, Resolved, Scope};
 use crate::server::auth::access;
 use crate::server::auth::caller::Caller;
+use crate::server::auth::RouterState;
+use crate::server::clock::rfc3339;
 use crate::server::common::options::Options;
 use crate::server::error::PlainError;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;
-use crate::server::state::{rfc3339, Shared};
+use crate::server::ollama::OllamaState;
 use crate::server::stream::{json_frame, ndjson};
+use axum::extract::FromRef;
 
 /// Routes relative to `/api`.
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    OllamaState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
         .routes(routes!(tags))
@@ -59,7 +65,10 @@ fn tag_entry(name: &str, f: &Facts) -> TagEntry {
 
 /// Every known name; a file that cannot be read is listed with `"broken": reason`.
 #[utoipa::path(get, path = "/tags", tag = "ollama", responses((status = 200, body = TagsResponse)))]
-async fn tags(State(st): State<Shared>, caller: Caller) -> Result<Json<TagsResponse>, PlainError> {
+async fn tags(
+    State(st): State<OllamaState>,
+    caller: Caller,
+) -> Result<Json<TagsResponse>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
     let scope = access::scope(&st.inference, &caller).await?;
     let models = st.registry.with_catalog(|c| {
@@ -87,7 +96,7 @@ async fn tags(State(st): State<Shared>, caller: Caller) -> Result<Json<TagsRespo
 
 /// The resident models, with `expires_at` and their estimated size.
 #[utoipa::path(get, path = "/ps", tag = "ollama", responses((status = 200, body = PsResponse)))]
-async fn ps(State(st): State<Shared>, caller: Caller) -> Result<Json<PsResponse>, PlainError> {
+async fn ps(State(st): State<OllamaState>, caller: Caller) -> Result<Json<PsResponse>, PlainError> {
     let scope = access::scope(&st.inference, &caller).await?;
     let models = st
         .registry
@@ -111,7 +120,7 @@ async fn ps(State(st): State<Shared>, caller: Caller) -> Result<Json<PsResponse>
     Ok(Json(PsResponse { models }))
 }
 
-fn resolve(st: &Shared, scope: &Scope, model: Option<&str>) -> Result<Resolved, ApiError> {
+fn resolve(st: &OllamaState, scope: &Scope, model: Option<&str>) -> Result<Resolved, ApiError> {
     let name = model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
@@ -154,7 +163,7 @@ fn parameters_text(p: &Map<String, Value>) -> String {
 #[utoipa::path(post, path = "/show", tag = "ollama", request_body = ModelRef,
     responses((status = 200, body = ShowResponse), (status = 404, body = PlainErrorBody)))]
 async fn show(
-    State(st): State<Shared>,
+    State(st): State<OllamaState>,
     caller: Caller,
     ApiJson(b): ApiJson<ModelRef>,
 ) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
@@ -210,11 +219,11 @@ async fn show(
 
 #[utoipa::path(post, path = "/copy", tag = "ollama", request_body = CopyRequest,
     responses((status = 200), (status = 404, body = PlainErrorBody)))]
-async fn copy(State(st): State<Shared>, ApiJson(b): ApiJson<CopyRequest>) -> Res {
+async fn copy(State(st): State<OllamaState>, ApiJson(b): ApiJson<CopyRequest>) -> Res {
     let (Some(src), Some(dst)) = (b.source, b.destination) else {
         return Err(ApiError::invalid("source and destination are required").into());
     };
-    model_names::change(&st, || {
+    model_names::change(&st.names, || {
         st.registry
             .with_catalog(|c| c.create(&dst, &src, Overrides::default()))
     })
@@ -225,12 +234,12 @@ async fn copy(State(st): State<Shared>, ApiJson(b): ApiJson<CopyRequest>) -> Res
 /// Deletes a name. A model in use stays until its requests end.
 #[utoipa::path(delete, path = "/delete", tag = "ollama", request_body = ModelRef,
     responses((status = 200), (status = 404, body = PlainErrorBody)))]
-async fn delete_model(State(st): State<Shared>, ApiJson(b): ApiJson<ModelRef>) -> Res {
+async fn delete_model(State(st): State<OllamaState>, ApiJson(b): ApiJson<ModelRef>) -> Res {
     let name = b
         .model
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| ApiError::invalid("model is required"))?;
-    model_names::change(&st, || st.registry.delete(&name)).await?;
+    model_names::change(&st.names, || st.registry.delete(&name)).await?;
     Ok(StatusCode::OK.into_response())
 }
 
@@ -254,7 +263,7 @@ pub fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
                content((Status = "application/x-ndjson"), (Status = "application/json"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 async fn create(
-    State(st): State<Shared>,
+    State(st): State<OllamaState>,
     caller: Caller,
     ApiJson(b): ApiJson<CreateRequest>,
 ) -> Res {
@@ -265,7 +274,7 @@ async fn create(
     if b.files.is_some() && b.from.is_none() {
         let owner = caller.owner();
         return crate::server::jobs::create_from_files(
-            &st, owner, name, b.files, b.quantize, b.stream,
+            &st.jobs, owner, name, b.files, b.quantize, b.stream,
         )
         .await;
     }
@@ -296,7 +305,7 @@ async fn create(
         parameters: b.parameters.unwrap_or_default(),
     };
     check_overrides(&o)?;
-    model_names::change(&st, || {
+    model_names::change(&st.names, || {
         st.registry.with_catalog(|c| c.create(&name, &from, o))
     })
     .await?;

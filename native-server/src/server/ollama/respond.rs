@@ -15,8 +15,8 @@ use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::generate::{self, collect, GenRequest, Reasoning};
 use crate::server::leased::Leased;
+use crate::server::ollama::OllamaState;
 use crate::server::openai::finish_reason;
-use crate::server::state::AppState;
 use crate::server::stream::{frames, json_frame, ndjson};
 
 /// Which of Ollama's two response shapes.
@@ -164,7 +164,7 @@ pub async fn respond(m: Leased, req: GenRequest, stream: bool, r: Reply) -> Res 
 /// Ollama's empty request: load the model (keep it per `keep_alive`), or with `keep_alive: 0`
 /// unload it; answers with one final frame whose `done_reason` is `load` or `unload`.
 pub async fn load_or_unload(
-    st: &AppState,
+    st: &OllamaState,
     ctx: &RequestCtx,
     model: Option<&str>,
     keep_alive: Option<&Value>,

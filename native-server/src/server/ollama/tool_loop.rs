@@ -15,7 +15,7 @@ use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Ste
 use crate::server::code::types::ExecutedCall;
 use crate::server::common::options::Options;
 use crate::server::leased::Leased;
-use crate::server::state::Shared;
+use crate::server::ollama::OllamaState;
 use crate::server::stream::{frames, json_frame, ndjson};
 
 /// Everything the loop needs from the request.
@@ -42,7 +42,7 @@ fn executed(e: &[ExecutedCall]) -> Option<Vec<ExecutedCall>> {
     (!e.is_empty()).then(|| e.to_vec())
 }
 
-pub async fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Res {
+pub async fn respond(st: OllamaState, m: Leased, agent: Agent, r: LoopRequest) -> Res {
     let name = names::tagged(&m.name);
     let (options, format) = (r.options, r.format);
     let make_req = move |m: &Leased, prompt| {

@@ -27,7 +27,7 @@ use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect, Reasoning, Think};
 use crate::server::leased::Leased;
-use crate::server::state::Shared;
+use crate::server::openai::OpenAiState;
 use crate::server::stream::{frames, json_frame, sse};
 
 /// `finish_reason`, "tool_calls" when the reply ended normally with calls.
@@ -114,7 +114,7 @@ const ROLES: [&str; 6] = [
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody),
         (status = 429, body = OpenAiErrorBody)))]
 pub async fn chat(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     ctx: RequestCtx,
     caller: Caller,
     OpenAiJson(b): OpenAiJson<ChatRequest>,
@@ -216,7 +216,7 @@ pub async fn chat(
 
 /// The chat answered through the server-side tool loop (`tool_loop.rs`).
 async fn with_builtin_tools(
-    st: Shared,
+    st: OpenAiState,
     m: Leased,
     agent: Agent,
     b: ChatRequest,

@@ -17,7 +17,7 @@ use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect};
 use crate::server::leased::Leased;
-use crate::server::state::Shared;
+use crate::server::openai::OpenAiState;
 use crate::server::stream::{frames, json_frame, sse};
 
 /// The prompt as text and ids: a string, a one-string array, or an array of token ids.
@@ -88,7 +88,7 @@ fn legacy_logprobs(m: &Loaded, tokens: &[TokenInfo], start_offset: usize) -> Leg
          content((Completion = "application/json"), (Completion = "text/event-stream"))),
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody)))]
 pub async fn completions(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     ctx: RequestCtx,
     OpenAiJson(b): OpenAiJson<CompletionRequest>,
 ) -> Res {

@@ -8,6 +8,7 @@ mod models;
 mod request;
 mod respond;
 pub mod responses;
+mod state;
 mod tokenize;
 mod tool_loop;
 pub mod types;
@@ -21,11 +22,24 @@ use utoipa_axum::routes;
 pub use request::finish_reason;
 
 use super::error::{ApiError, OpenAiError};
+use crate::server::auth::RouterState;
+use crate::server::code::CodeState;
+use crate::server::inference::Inference;
+use crate::server::ops::OpsState;
+use axum::extract::FromRef;
+pub use state::OpenAiState;
+use std::sync::Arc;
 
 type Res = Result<Response, OpenAiError>;
 
 /// Routes relative to `/v1`.
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    OpenAiState: FromRef<S>,
+    OpsState: FromRef<S>,
+    Arc<Inference>: FromRef<S>,
+    CodeState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
         .routes(routes!(models::list))

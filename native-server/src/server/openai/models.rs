@@ -7,13 +7,14 @@ use axum::Json;
 use super::types::{ModelList, ModelObject};
 use crate::server::auth::access;
 use crate::server::auth::caller::Caller;
+use crate::server::clock::unix;
 use crate::server::error::{OpenAiError, OpenAiErrorBody};
-use crate::server::state::{unix, Shared};
+use crate::server::openai::OpenAiState;
 
 #[utoipa::path(get, path = "/models", tag = "openai",
     responses((status = 200, body = ModelList)))]
 pub async fn list(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     caller: Caller,
 ) -> Result<Json<ModelList>, OpenAiError> {
     let scope = access::scope(&st.inference, &caller).await?;
@@ -37,7 +38,7 @@ pub async fn list(
     params(("id" = String, Path, description = "A model name")),
     responses((status = 200, body = ModelObject), (status = 404, body = OpenAiErrorBody)))]
 pub async fn one(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ModelObject>, OpenAiError> {

@@ -5,11 +5,11 @@ use weft_core::scheduler::{Failure, Summary};
 
 use super::types::{PromptTokensDetails, Usage};
 use crate::server::error::ApiError;
-use crate::server::state::AppState;
+use crate::server::openai::OpenAiState;
 use crate::server::stream::json_frame;
 
 /// An identifier of the server build and backend (OpenAI `system_fingerprint`).
-pub fn fingerprint(st: &AppState) -> String {
+pub fn fingerprint(st: &OpenAiState) -> String {
     format!("weft-{}-{}", env!("CARGO_PKG_VERSION"), st.cfg.backend)
 }
 
@@ -23,10 +23,10 @@ pub struct Head {
 }
 
 impl Head {
-    pub fn new(st: &AppState, prefix: &str, model: &str) -> Head {
+    pub fn new(st: &OpenAiState, prefix: &str, model: &str) -> Head {
         Head {
             id: format!("{prefix}-{}", crate::server::common::ids::unique()),
-            created: AppState::now_unix(),
+            created: crate::server::clock::now_unix(),
             model: model.to_string(),
             fingerprint: fingerprint(st),
         }

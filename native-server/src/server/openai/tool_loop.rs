@@ -17,7 +17,7 @@ use super::Res;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Reply, Step};
 use crate::server::common::tools::ToolCall;
 use crate::server::leased::Leased;
-use crate::server::state::Shared;
+use crate::server::openai::OpenAiState;
 use crate::server::stream::{frames, json_frame, sse};
 
 /// Everything the loop needs from the request.
@@ -54,7 +54,7 @@ fn run_usage(o: &Outcome) -> Usage {
     usage(&[&o.total()])
 }
 
-pub async fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Res {
+pub async fn respond(st: OpenAiState, m: Leased, agent: Agent, r: LoopRequest) -> Res {
     let stream = r.common.stream.unwrap_or(false);
     let include_usage = r.common.include_usage();
     let common = r.common;

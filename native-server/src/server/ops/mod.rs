@@ -2,6 +2,7 @@
 //! [`denials`] counts the requests the auth layer refused.
 
 pub mod denials;
+mod state;
 
 use std::fmt::Write;
 
@@ -14,11 +15,16 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::state::Shared;
 use crate::registry::HistogramData;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
+pub use state::OpsState;
 
 /// Ops routes (at the root).
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    OpsState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let probes = OpenApiRouter::new()
         .routes(routes!(health))
@@ -46,7 +52,7 @@ pub struct Health {
 
 /// Liveness and component status.
 #[utoipa::path(get, path = "/health", tag = "ops", responses((status = 200, body = Health)))]
-async fn health(State(st): State<Shared>) -> Json<Health> {
+async fn health(State(st): State<OpsState>) -> Json<Health> {
     let model = match st.preload.get() {
         Some(Ok(())) => "ok",
         Some(Err(_)) => "failed",
@@ -77,7 +83,7 @@ pub struct Ready {
 /// 200 once the default model's start-up load has finished (models load on demand after).
 #[utoipa::path(get, path = "/ready", tag = "ops",
     responses((status = 200, body = Ready), (status = 503, body = Ready)))]
-async fn ready(State(st): State<Shared>) -> Response {
+async fn ready(State(st): State<OpsState>) -> Response {
     let (ready, error) = match st.preload.get() {
         Some(Ok(())) => (true, None),
         Some(Err(e)) => (false, Some(e.clone())),
@@ -122,7 +128,7 @@ pub struct MetricsJson {
 /// `GET /v1/metrics`: the scheduler counters as JSON.
 #[utoipa::path(get, path = "/metrics", tag = "openai",
     responses((status = 200, body = MetricsJson)))]
-pub async fn metrics_json(State(st): State<Shared>) -> Json<MetricsJson> {
+pub async fn metrics_json(State(st): State<OpsState>) -> Json<MetricsJson> {
     let s = st.registry.totals().counters;
     Json(MetricsJson {
         prompt_tokens_total: s.prompt_tokens,
@@ -166,7 +172,7 @@ fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramData) {
 /// `GET /metrics`: Prometheus text, with vLLM-style names under the `weft:` prefix.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
-async fn metrics(State(st): State<Shared>) -> Response {
+async fn metrics(State(st): State<OpsState>) -> Response {
     let mut out = String::new();
     let loaded = st.registry.resident().len();
     metric(

@@ -7,6 +7,7 @@
 //! reply is counted whole.
 
 pub mod bus;
+mod state;
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -18,11 +19,11 @@ use axum::response::Response;
 
 pub use self::bus::{LogBus, LogEvent};
 use super::context::RequestCtx;
-use super::state::Shared;
+pub use state::LogState;
 
 /// The layer: makes the context, runs the request in it, and logs the request when its body
 /// ends.
-pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Response {
+pub async fn layer(State(st): State<LogState>, mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
         .get("x-request-id")
@@ -42,7 +43,7 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
         st.moderation.screen(),
     )
     .with_ab_header(ab_header)
-    .with_meters(st.auth.usage.clone(), st.storage.clone());
+    .with_meters(st.usage.clone(), st.storage.clone());
     req.extensions_mut().insert(ctx.clone());
     let res = next.run(req).await;
     let done = Finished {
@@ -62,14 +63,14 @@ pub async fn layer(State(st): State<Shared>, mut req: Request, next: Next) -> Re
 struct Finished {
     ctx: RequestCtx,
     status: u16,
-    st: Shared,
+    st: LogState,
 }
 
 impl Drop for Finished {
     fn drop(&mut self) {
         let u = self.ctx.take_counted();
         self.st.logs.send(LogEvent {
-            at: super::state::AppState::now_unix(),
+            at: super::clock::now_unix(),
             request_id: self.ctx.id.clone(),
             key_id: self.ctx.actor(),
             method: self.ctx.method.clone(),

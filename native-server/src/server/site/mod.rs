@@ -28,7 +28,6 @@ use axum::response::Response;
 use self::host::AllowedHosts;
 use self::origin::CorsOrigins;
 use super::error::ApiError;
-use super::state::Shared;
 
 /// `--allowed-host` and `--cors-origin`, checked. The default answers loopback names only and
 /// has CORS off.
@@ -55,8 +54,8 @@ impl SiteConfig {
 
 /// The layer: Host, then preflight, then Origin and body type on state changes; CORS headers
 /// on the way out for listed origins.
-pub async fn layer(State(st): State<Shared>, req: Request, next: Next) -> Response {
-    let site = &st.cfg.site;
+pub async fn layer(State(site): State<SiteConfig>, req: Request, next: Next) -> Response {
+    let site = &site;
     let path = req.uri().path().to_owned();
     let refuse = |code: &'static str, msg: String| {
         ApiError {

@@ -13,11 +13,16 @@ use utoipa_axum::routes;
 use weft_sandbox::SkillRegistry;
 
 use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErrorBody};
-use super::state::Shared;
+use crate::server::auth::RouterState;
+use crate::server::code::CodeState;
+use axum::extract::FromRef;
 pub use types::*;
 
 /// Routes relative to `/api`.
-pub fn ui_routes() -> crate::server::auth::Routes {
+pub fn ui_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    CodeState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
         .routes(routes!(list))
@@ -29,7 +34,10 @@ pub fn ui_routes() -> crate::server::auth::Routes {
 }
 
 /// Routes relative to `/v1`.
-pub fn openai_routes() -> crate::server::auth::Routes {
+pub fn openai_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    CodeState: FromRef<S>,
+{
     crate::server::auth::Routes::read(
         OpenApiRouter::new()
             .routes(routes!(openai_list))
@@ -39,7 +47,7 @@ pub fn openai_routes() -> crate::server::auth::Routes {
 
 /// Runs `f` on the registry off the async workers.
 async fn blocking<T: Send + 'static>(
-    st: &Shared,
+    st: &CodeState,
     f: impl FnOnce(&SkillRegistry) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let reg = st.code.skills.clone();
@@ -77,7 +85,7 @@ pub fn status(reg: &SkillRegistry) -> crate::server::ui::types::UiSkills {
 
 #[utoipa::path(get, path = "/skills", tag = "chat-ui",
     responses((status = 200, body = SkillsListing)))]
-async fn list(State(st): State<Shared>) -> Result<Json<SkillsListing>, PlainError> {
+async fn list(State(st): State<CodeState>) -> Result<Json<SkillsListing>, PlainError> {
     Ok(Json(blocking(&st, |r| Ok(listing(r))).await?))
 }
 
@@ -85,7 +93,7 @@ async fn list(State(st): State<Shared>) -> Result<Json<SkillsListing>, PlainErro
     params(("id" = String, Path, description = "The skill's id (its folder name)")),
     responses((status = 200, body = SkillObject), (status = 404, body = PlainErrorBody)))]
 async fn one(
-    State(st): State<Shared>,
+    State(st): State<CodeState>,
     Path(id): Path<String>,
 ) -> Result<Json<SkillObject>, PlainError> {
     Ok(Json(blocking(&st, move |r| get_one(r, &id)).await?))
@@ -99,7 +107,7 @@ async fn one(
               (status = 409, body = PlainErrorBody, description = "Already installed"),
               (status = 413, body = PlainErrorBody)))]
 async fn install(
-    State(st): State<Shared>,
+    State(st): State<CodeState>,
     form: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<SkillObject>, PlainError> {
     let mut form = form.map_err(|e| {
@@ -156,7 +164,7 @@ fn form_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     responses((status = 200, body = Removed), (status = 400, body = PlainErrorBody),
               (status = 404, body = PlainErrorBody)))]
 async fn remove(
-    State(st): State<Shared>,
+    State(st): State<CodeState>,
     Path(id): Path<String>,
 ) -> Result<Json<Removed>, PlainError> {
     blocking(&st, move |r| Ok(r.delete(&id)?)).await?;
@@ -165,7 +173,7 @@ async fn remove(
 
 #[utoipa::path(get, path = "/skills", tag = "openai",
     responses((status = 200, body = SkillList)))]
-async fn openai_list(State(st): State<Shared>) -> Result<Json<SkillList>, OpenAiError> {
+async fn openai_list(State(st): State<CodeState>) -> Result<Json<SkillList>, OpenAiError> {
     let l = blocking(&st, |r| Ok(listing(r))).await?;
     Ok(Json(SkillList {
         object: "list",
@@ -177,7 +185,7 @@ async fn openai_list(State(st): State<Shared>) -> Result<Json<SkillList>, OpenAi
     params(("id" = String, Path, description = "The skill's id")),
     responses((status = 200, body = SkillObject), (status = 404, body = OpenAiErrorBody)))]
 async fn openai_one(
-    State(st): State<Shared>,
+    State(st): State<CodeState>,
     Path(id): Path<String>,
 ) -> Result<Json<SkillObject>, OpenAiError> {
     Ok(Json(blocking(&st, move |r| get_one(r, &id)).await?))

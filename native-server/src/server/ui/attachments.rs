@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::sessions::default_session;
 use crate::server::error::ApiError;
-use crate::server::state::Shared;
+use crate::server::ui::UiState;
 use crate::server::uploads::store::Store;
 
 /// The header and footer around an inlined file.
@@ -37,7 +37,7 @@ fn non_empty(v: Option<&Value>) -> bool {
 
 /// The request body with its files inlined (unchanged when it names none); only `owner`'s
 /// uploads are found.
-pub async fn apply(st: &Shared, owner: &str, mut v: Value) -> Result<Value, ApiError> {
+pub async fn apply(st: &UiState, owner: &str, mut v: Value) -> Result<Value, ApiError> {
     let model = v
         .get("model")
         .or_else(|| v.get("modelName"))

@@ -23,8 +23,8 @@ use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::generate::{self, GenRequest, Think};
 use crate::server::openai::finish_reason;
-use crate::server::state::{AppState, Shared};
 use crate::server::stream::{frames, json_frame, sse};
+use crate::server::ui::UiState;
 
 type Res = Result<axum::response::Response, PlainError>;
 
@@ -33,7 +33,7 @@ type Res = Result<axum::response::Response, PlainError>;
                content((UiFrame = "text/event-stream"))),
               (status = 400, body = PlainErrorBody), (status = 404, body = PlainErrorBody)))]
 pub async fn ui_chat(
-    State(st): State<Shared>,
+    State(st): State<UiState>,
     ctx: RequestCtx,
     caller: Caller,
     ApiJson(v): ApiJson<serde_json::Value>,
@@ -67,7 +67,7 @@ pub(super) fn text_frames(thinking: String, answer: String, reply: &mut String) 
 /// Records the finished turn as the conversation of `owner`'s session (with the client's tool
 /// calls the reply made, so the next turn can answer them with `tool` messages).
 pub(super) fn remember(
-    st: &AppState,
+    st: &UiState,
     owner: &str,
     sid: &str,
     conversation: &[Message],
@@ -165,7 +165,7 @@ pub(super) fn error_frame(error: String, elapsed: f64, sid: &str) -> String {
 
 /// The chat-UI chat of `caller`, from a parsed body: only the caller's own sessions (another
 /// principal's id is a 404 like an unknown one), its own default session when none is named.
-pub async fn chat(st: Shared, ctx: RequestCtx, caller: Caller, b: UiChatRequest) -> Res {
+pub async fn chat(st: UiState, ctx: RequestCtx, caller: Caller, b: UiChatRequest) -> Res {
     let owner = caller.owner().to_string();
     let default = default_session(&owner);
     let m = st.inference.lease(&ctx, b.model.as_deref(), None).await?;

@@ -9,7 +9,7 @@ use weft_core::chat::Message;
 
 use crate::server::auth::caller::Caller;
 use crate::server::error::{PlainError, PlainErrorBody};
-use crate::server::state::Shared;
+use crate::server::ui::UiState;
 
 /// A session and its conversation (files already inlined into the user messages).
 #[derive(Debug, Serialize, ToSchema)]
@@ -24,7 +24,7 @@ pub struct SessionHistory {
     params(("id" = String, Path, description = "A session id")),
     responses((status = 200, body = SessionHistory), (status = 404, body = PlainErrorBody)))]
 pub async fn history(
-    State(st): State<Shared>,
+    State(st): State<UiState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionHistory>, PlainError> {

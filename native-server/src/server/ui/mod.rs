@@ -6,6 +6,7 @@ pub mod attachments;
 pub mod chat;
 mod history;
 mod sessions;
+mod state;
 mod status;
 pub mod store;
 mod tool_loop;
@@ -14,10 +15,16 @@ pub mod types;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
 pub use sessions::{default_session, unknown as unknown_session};
+pub use state::UiState;
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    UiState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
         .routes(routes!(history::history))

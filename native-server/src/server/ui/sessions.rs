@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::types::{SessionCreated, SessionDeleted};
 use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
+use crate::server::ui::UiState;
 
 /// The session of `owner`'s requests that name none: derived from the owner, so each
 /// principal has its own (its history, uploads and sandbox workspace), never a shared one.
@@ -29,7 +29,7 @@ pub fn unknown(id: &str) -> ApiError {
 #[utoipa::path(post, path = "/sessions", tag = "chat-ui",
     responses((status = 200, body = SessionCreated)))]
 pub async fn create(
-    State(st): State<Shared>,
+    State(st): State<UiState>,
     caller: Caller,
 ) -> Result<Json<SessionCreated>, PlainError> {
     let id = crate::server::common::ids::unique();
@@ -43,7 +43,7 @@ pub async fn create(
     params(("id" = String, Path, description = "A session id")),
     responses((status = 200, body = SessionDeleted), (status = 404, body = PlainErrorBody)))]
 pub async fn delete(
-    State(st): State<Shared>,
+    State(st): State<UiState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<SessionDeleted>, PlainError> {

@@ -8,7 +8,7 @@ use crate::server::error::PlainError;
 
 use super::types::{QueueStatus, UiModel, UiModels};
 use crate::registry::{RegistryError, Resolved};
-use crate::server::state::Shared;
+use crate::server::ui::UiState;
 
 fn file_name(r: &Resolved) -> Option<String> {
     r.facts
@@ -20,7 +20,7 @@ fn file_name(r: &Resolved) -> Option<String> {
 /// `model` is the default, `models` every known name with whether it is loaded.
 #[utoipa::path(get, path = "/models", tag = "chat-ui", responses((status = 200, body = UiModels)))]
 pub async fn models(
-    State(st): State<Shared>,
+    State(st): State<UiState>,
     caller: crate::server::auth::caller::Caller,
 ) -> Result<Json<UiModels>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
@@ -87,7 +87,7 @@ pub async fn models(
 
 #[utoipa::path(get, path = "/queue/status", tag = "chat-ui",
     responses((status = 200, body = QueueStatus)))]
-pub async fn queue(State(st): State<Shared>) -> Json<QueueStatus> {
+pub async fn queue(State(st): State<UiState>) -> Json<QueueStatus> {
     let t = st.registry.totals().counters;
     Json(QueueStatus {
         pending_requests: t.waiting,

@@ -15,8 +15,8 @@ use crate::server::code::types::{ExecutedCall, SkillStepFrame, ToolProgressFrame
 use crate::server::common::reply::ReplyParts;
 use crate::server::generate::{GenRequest, Reasoning};
 use crate::server::leased::Leased;
-use crate::server::state::Shared;
 use crate::server::stream::{frames, json_frame, sse};
+use crate::server::ui::UiState;
 
 /// Everything the loop needs from the request.
 pub struct LoopRequest {
@@ -76,7 +76,7 @@ pub fn finished_frames(e: &ExecutedCall) -> Vec<String> {
     vec![json_frame(&progress), json_frame(&step)]
 }
 
-pub fn respond(st: Shared, m: Leased, agent: Agent, r: LoopRequest) -> Response {
+pub fn respond(st: UiState, m: Leased, agent: Agent, r: LoopRequest) -> Response {
     let st2 = st.clone();
     let (sampling, max_tokens) = (r.sampling, r.max_tokens);
     let make_req = move |_: &Leased, prompt: Vec<u32>| {

@@ -9,8 +9,8 @@ use super::store::valid_name;
 use super::types::SessionQuery;
 use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
 use crate::server::ui::default_session;
+use crate::server::uploads::UploadsState;
 
 /// Served with `nosniff` and a sandboxing CSP: whatever a file holds, the browser neither
 /// guesses another type nor runs it in this origin.
@@ -22,7 +22,7 @@ use crate::server::ui::default_session;
               (status = 404, body = PlainErrorBody,
                description = "No such file in this session")))]
 pub async fn download(
-    State(st): State<Shared>,
+    State(st): State<UploadsState>,
     caller: Caller,
     Path(name): Path<String>,
     Query(q): Query<SessionQuery>,

@@ -15,13 +15,17 @@ pub mod pdf;
 mod pdf_guard;
 mod pdf_text;
 pub mod sniff;
+mod state;
 pub mod store;
 pub mod types;
 mod upload;
 
 use std::path::PathBuf;
 
+use crate::server::auth::RouterState;
 use axum::extract::DefaultBodyLimit;
+use axum::extract::FromRef;
+pub use state::UploadsState;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -92,7 +96,10 @@ impl Uploads {
 /// `POST /upload`, relative to `/api`. The JSON `--body-limit` is replaced by the upload's
 /// own ([`UploadConfig::body_limit`], applied by the handler, which also counts each file
 /// and field against its limit).
-pub fn api_routes() -> crate::server::auth::Routes {
+pub fn api_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    UploadsState: FromRef<S>,
+{
     crate::server::auth::Routes::user(
         OpenApiRouter::new()
             .routes(routes!(upload::upload))
@@ -101,6 +108,9 @@ pub fn api_routes() -> crate::server::auth::Routes {
 }
 
 /// `GET /uploads/{name}`, at the root.
-pub fn root_routes() -> crate::server::auth::Routes {
+pub fn root_routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    UploadsState: FromRef<S>,
+{
     crate::server::auth::Routes::read(OpenApiRouter::new().routes(routes!(download::download)))
 }

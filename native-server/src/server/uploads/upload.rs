@@ -17,8 +17,8 @@ use super::store::{new_name, Meta};
 use super::types::{SessionQuery, UploadReply, UploadedFile};
 use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
 use crate::server::ui::default_session;
+use crate::server::uploads::UploadsState;
 
 /// A file as received.
 struct Received {
@@ -121,7 +121,7 @@ async fn small_field(field: &mut Field<'_>, max: usize, what: &str) -> Result<St
               (status = 422, body = PlainErrorBody,
                description = "A corrupt, hostile or too complex PDF")))]
 pub async fn upload(
-    State(st): State<Shared>,
+    State(st): State<UploadsState>,
     caller: Caller,
     Query(q): Query<SessionQuery>,
     req: Request,
@@ -252,7 +252,7 @@ pub async fn upload(
 }
 
 /// Sniffs, reads the text of, and names one file.
-async fn prepare(st: &Shared, sid: &str, f: Received) -> Result<Prepared, ApiError> {
+async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, ApiError> {
     let kind = sniff(&f.name, &f.bytes)?;
     let stored = new_name(kind.extension(&f.name))
         .map_err(|e| ApiError::internal(format!("making a file name: {e}")))?;

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::Shared;
+use crate::server::auth::RouterState;
 
 macro_rules! asset {
     ($path:literal) => {
@@ -43,7 +43,7 @@ const ASSETS: &[(&str, &[u8])] = &[
 ];
 
 /// `/`, `/chat` and `/chat/{path}`.
-pub fn routes() -> Router<Shared> {
+pub fn routes<S: RouterState>() -> Router<S> {
     Router::new()
         .route(
             "/",

@@ -27,12 +27,18 @@ use serde::Serialize;
 
 use super::auth::access;
 use super::auth::caller::Caller;
-use super::state::Shared;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
+pub use state::WebState;
 
 mod chat;
+mod state;
 
 /// Page and download routes.
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    WebState: FromRef<S>,
+{
     use crate::server::auth::{policy::Need, Routes};
     // The pages hold no data (the chat page asks for a key when its API calls answer 401).
     let pages = Router::new()
@@ -147,7 +153,7 @@ struct WebModels {
     models: Vec<WebModel>,
 }
 
-async fn list(State(st): State<Shared>, caller: Caller) -> Response {
+async fn list(State(st): State<WebState>, caller: Caller) -> Response {
     let scope = match access::scope(&st.inference, &caller).await {
         Ok(s) => s,
         Err(e) => return plain(e.status, e.message),
@@ -254,7 +260,7 @@ fn file_body(path: PathBuf, start: u64, len: u64) -> Body {
 }
 
 async fn download(
-    State(st): State<Shared>,
+    State(st): State<WebState>,
     caller: Caller,
     method: Method,
     UrlPath(name): UrlPath<String>,

@@ -25,14 +25,19 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use self::archive::Refused;
+use crate::server::admin::AdminState;
 use crate::server::auth::AuditDetails;
+use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::state::Shared;
+use axum::extract::FromRef;
 
 /// Largest upload a restore accepts (the compressed archive), above the server's body limit.
 pub const MAX_UPLOAD: usize = 64 << 20;
 
-pub fn routes() -> OpenApiRouter<Shared> {
+pub fn routes<S: RouterState>() -> OpenApiRouter<S>
+where
+    AdminState: FromRef<S>,
+{
     let restore = OpenApiRouter::new()
         .routes(routes!(restore))
         .layer(DefaultBodyLimit::max(MAX_UPLOAD));
@@ -58,7 +63,7 @@ fn internal(what: &str, e: impl std::fmt::Display) -> PlainError {
 #[utoipa::path(method(get, post), path = "/backup", tag = "admin",
     responses((status = 200, description = "A ZIP: manifest.json, settings.json, tables/<table>.jsonl", content_type = "application/zip", body = Vec<u8>),
               (status = 403, body = PlainErrorBody)))]
-async fn backup(State(st): State<Shared>) -> Result<Response, PlainError> {
+async fn backup(State(st): State<AdminState>) -> Result<Response, PlainError> {
     let settings = st.storage.settings().await?;
     let (schema, backend) = (st.storage.schema_version(), st.storage.backend());
     let name = format!("weft-backup-{}.zip", weft_storage::now());
@@ -98,7 +103,7 @@ pub struct Restored {
               (status = 413, description = "Too large: the upload, an entry, the total, or a zip bomb's ratio", body = PlainErrorBody),
               (status = 422, description = "A backup that does not fit: unknown format, newer schema, rows of the wrong shape", body = PlainErrorBody)))]
 async fn restore(
-    State(st): State<Shared>,
+    State(st): State<AdminState>,
     req: Request,
 ) -> Result<(StatusCode, Extension<AuditDetails>, Json<Restored>), PlainError> {
     let body = spool::spool(req, MAX_UPLOAD).await?;

@@ -22,8 +22,8 @@ use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::{self, collect};
 use crate::server::openai::types::Common;
+use crate::server::openai::OpenAiState;
 use crate::server::openai::Res;
-use crate::server::state::{AppState, Shared};
 
 /// Fields this server does not implement and that would change the result if ignored: 400.
 fn refuse_unsupported(b: &CreateRequest) -> Result<(), ApiError> {
@@ -111,7 +111,7 @@ pub fn draft(b: &CreateRequest, model: &str, temperature: f32, top_p: f32) -> Re
     ResponseObject {
         id: format!("resp_{}", ids::unique()),
         object: "response",
-        created_at: AppState::now_unix(),
+        created_at: crate::server::clock::now_unix(),
         status: "in_progress",
         completed_at: None,
         incomplete_details: None,
@@ -149,7 +149,7 @@ pub fn sample_draft() -> ResponseObject {
 /// no such stored response, whether it is missing or another principal's) followed by its
 /// own input.
 async fn conversation(
-    st: &AppState,
+    st: &OpenAiState,
     caller: &Caller,
     b: &CreateRequest,
 ) -> Result<Vec<Item>, ApiError> {
@@ -175,7 +175,7 @@ async fn conversation(
         (status = 400, body = OpenAiErrorBody), (status = 404, body = OpenAiErrorBody),
         (status = 429, body = OpenAiErrorBody)))]
 pub async fn create(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     ctx: RequestCtx,
     caller: Caller,
     OpenAiJson(b): OpenAiJson<CreateRequest>,

@@ -11,11 +11,17 @@ pub mod store;
 mod stream;
 mod types;
 
+use super::OpenAiState;
+use crate::server::auth::RouterState;
+use axum::extract::FromRef;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 /// Routes relative to `/v1`.
-pub fn routes() -> crate::server::auth::Routes {
+pub fn routes<S: RouterState>() -> crate::server::auth::Routes<S>
+where
+    OpenAiState: FromRef<S>,
+{
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
         .routes(routes!(retrieve::retrieve))

@@ -9,7 +9,6 @@ use super::types::{
 };
 use crate::server::common::ids;
 use crate::server::common::tools::ToolCall;
-use crate::server::state::AppState;
 
 /// Whether the reply was cut short (`max_output_tokens`, or the context filled up).
 pub fn cut_short(s: &Summary) -> bool {
@@ -50,7 +49,7 @@ pub fn finished(draft: &ResponseObject, output: Vec<Item>, s: &Summary) -> Respo
     let cut = cut_short(s);
     ResponseObject {
         status: if cut { "incomplete" } else { "completed" },
-        completed_at: (!cut).then(AppState::now_unix),
+        completed_at: (!cut).then(crate::server::clock::now_unix),
         incomplete_details: cut.then_some(IncompleteDetails {
             reason: "max_output_tokens",
         }),

@@ -13,15 +13,15 @@ use super::store::Stored;
 use super::types::{Deleted, InputItemList, Item, ResponseObject};
 use crate::server::auth::caller::Caller;
 use crate::server::error::{ApiError, OpenAiErrorBody};
+use crate::server::openai::OpenAiState;
 use crate::server::openai::Res;
-use crate::server::state::Shared;
 
 /// The one message for an id that is missing or not the caller's.
 pub fn missing(id: &str) -> ApiError {
     ApiError::not_found(format!("No response with id '{id}' found."))
 }
 
-async fn stored(st: &Shared, caller: &Caller, id: &str) -> Result<Stored, ApiError> {
+async fn stored(st: &OpenAiState, caller: &Caller, id: &str) -> Result<Stored, ApiError> {
     st.responses
         .get(caller.owner(), id)
         .await?
@@ -31,14 +31,18 @@ async fn stored(st: &Shared, caller: &Caller, id: &str) -> Result<Stored, ApiErr
 #[utoipa::path(get, path = "/responses/{id}", tag = "openai",
     params(("id" = String, Path, description = "The response's id (resp_…)")),
     responses((status = 200, body = ResponseObject), (status = 404, body = OpenAiErrorBody)))]
-pub async fn retrieve(State(st): State<Shared>, caller: Caller, Path(id): Path<String>) -> Res {
+pub async fn retrieve(
+    State(st): State<OpenAiState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Res {
     Ok(Json(stored(&st, &caller, &id).await?.response).into_response())
 }
 
 #[utoipa::path(delete, path = "/responses/{id}", tag = "openai",
     params(("id" = String, Path, description = "The response's id (resp_…)")),
     responses((status = 200, body = Deleted), (status = 404, body = OpenAiErrorBody)))]
-pub async fn delete(State(st): State<Shared>, caller: Caller, Path(id): Path<String>) -> Res {
+pub async fn delete(State(st): State<OpenAiState>, caller: Caller, Path(id): Path<String>) -> Res {
     if !st.responses.delete(caller.owner(), &id).await? {
         return Err(missing(&id).into());
     }
@@ -117,7 +121,7 @@ fn id(i: &Item) -> &str {
     responses((status = 200, body = InputItemList), (status = 400, body = OpenAiErrorBody),
         (status = 404, body = OpenAiErrorBody)))]
 pub async fn input_items(
-    State(st): State<Shared>,
+    State(st): State<OpenAiState>,
     caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<ListQuery>,

@@ -1,0 +1,13 @@
+//! What the upload routes read.
+
+use std::sync::Arc;
+
+use super::Uploads;
+use crate::server::ui::store::Sessions;
+
+#[derive(Clone)]
+pub struct UploadsState {
+    pub uploads: Arc<Uploads>,
+    /// An upload belongs to a conversation of its owner.
+    pub sessions: Arc<Sessions>,
+}
