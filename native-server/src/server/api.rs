@@ -33,7 +33,7 @@ pub fn routes() -> Routes<Shared> {
             "/v1",
             super::admin::routes()
                 .merge(Routes::admin(super::jobs::admin_routes()))
-                .merge(Routes::admin(super::moderation::routes::routes())),
+                .merge(Routes::admin(super::admin::moderation_rules::routes())),
         )
 }
 

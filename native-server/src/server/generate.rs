@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+pub use super::common::reply::Reasoning;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use weft_core::chat::{opens_reasoning, Message, ReasoningSplitter};
+use weft_core::chat::{opens_reasoning, Message};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
-use weft_core::scheduler::{Event, EventSink, Failure, Request, Summary, TokenInfo};
+use weft_core::scheduler::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
 
 use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
@@ -230,29 +231,6 @@ impl Think {
     }
 }
 
-/// How a reply's reasoning is told apart from its answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reasoning {
-    /// The model writes none (its template does not mark it): the reply is all answer.
-    Absent,
-    /// The reply may open a `<think>` block.
-    Closed,
-    /// The prompt opened the block: the reply starts as reasoning.
-    Open,
-}
-
-impl Reasoning {
-    /// A splitter for the reply (one that passes everything as answer for models that write
-    /// no reasoning).
-    pub fn splitter(self) -> ReasoningSplitter {
-        match self {
-            Reasoning::Absent => ReasoningSplitter::none(),
-            Reasoning::Closed => ReasoningSplitter::new(false),
-            Reasoning::Open => ReasoningSplitter::new(true),
-        }
-    }
-}
-
 /// A rendered and tokenized chat prompt.
 #[derive(Clone, Debug)]
 pub struct ChatPrompt {
@@ -425,4 +403,12 @@ pub fn failure(f: Failure) -> ApiError {
 pub fn token_text(model: &Loaded, id: u32) -> (String, Vec<u8>) {
     let b = model.tokenizer.token_bytes(id, true);
     (String::from_utf8_lossy(&b).into_owned(), b)
+}
+
+/// `finish_reason` for a summary (a cancelled request never reaches a client).
+pub fn finish_reason(s: &Summary) -> &'static str {
+    match s.finish {
+        Finish::Length => "length",
+        Finish::Stop | Finish::Cancelled => "stop",
+    }
 }

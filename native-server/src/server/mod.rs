@@ -32,6 +32,7 @@ pub mod code;
 mod common;
 mod config;
 pub mod context;
+mod conversations;
 mod embeddings;
 mod error;
 mod extract;

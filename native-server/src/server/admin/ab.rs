@@ -15,11 +15,11 @@ use weft_storage::{AbTest, NewAbTest, NewAbVote, Variant};
 
 use super::common::{changed, check_name, Changed, List};
 use crate::server::admin::AdminState;
-use crate::server::auth::access::AB_PREFIX;
 use crate::server::auth::Principal;
 use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::inference::admission::AB_PREFIX;
 use axum::extract::FromRef;
 
 pub fn routes<S: RouterState>() -> OpenApiRouter<S>

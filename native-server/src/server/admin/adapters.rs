@@ -126,7 +126,7 @@ async fn create(
     ApiJson(b): ApiJson<CreateAdapter>,
 ) -> Changed<AdapterInfo> {
     let name = check_name("adapter", &b.name)?;
-    if name.starts_with(crate::server::auth::access::AB_PREFIX) {
+    if name.starts_with(crate::server::inference::admission::AB_PREFIX) {
         return Err(ApiError::invalid("an adapter's name may not start with \"ab:\"").into());
     }
     if st.registry.with_catalog(|c| c.find(&name)).is_some() {

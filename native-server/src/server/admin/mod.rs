@@ -14,6 +14,7 @@ pub mod keys;
 mod library;
 mod logs;
 mod models;
+pub mod moderation_rules;
 pub mod restart;
 pub mod settings;
 mod state;

@@ -1,7 +1,7 @@
 //! Which requests leave an audit row, and what of the request the row keeps.
 //!
 //! Only admin actions that were let through are recorded: a refused request (no key, a bad
-//! key, a role too low) is counted as a metric ([`crate::server::ops::denials`]) instead, so
+//! key, a role too low) is counted as a metric ([`crate::server::auth::denials`]) instead, so
 //! an anonymous caller cannot grow the audit table. The route is cut to [`ROUTE_MAX`] bytes,
 //! so a row stays small whatever path was asked for.
 
@@ -12,7 +12,7 @@ pub const ROUTE_MAX: usize = 256;
 /// authorization `allowed` it (or not) and that ended with `status`; a refusal is counted.
 pub fn decide(audited: bool, allowed: bool, status: u16) -> bool {
     if !allowed {
-        crate::server::ops::denials::count(status);
+        crate::server::auth::denials::count(status);
     }
     audited && allowed
 }

@@ -28,10 +28,10 @@
 //! start that way on a non-loopback address unless `--insecure-no-auth`. Keys are never
 //! deleted (only revoked), so once there is one the server stays closed.
 
-pub mod access;
 pub mod audit_rule;
 pub mod caller;
 mod declare;
+pub mod denials;
 pub mod limit;
 pub mod policy;
 pub mod secret;

@@ -4,7 +4,6 @@
 use weft_core::chat::ReasoningSplitter;
 
 use super::tools::{ToolCall, ToolStream};
-use crate::server::generate::Reasoning;
 
 /// Generated text into reasoning, answer text and tool calls.
 pub struct ReplyParts {
@@ -120,5 +119,28 @@ mod tests {
         assert_eq!((r.as_str(), a.as_str()), ("", "42"));
         let (r, a, _) = ReplyParts::new(Reasoning::Absent, None, true).whole("  <think>x</think>");
         assert_eq!((r.as_str(), a.as_str()), ("", "  <think>x</think>"));
+    }
+}
+
+/// How a reply's reasoning is told apart from its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasoning {
+    /// The model writes none (its template does not mark it): the reply is all answer.
+    Absent,
+    /// The reply may open a `<think>` block.
+    Closed,
+    /// The prompt opened the block: the reply starts as reasoning.
+    Open,
+}
+
+impl Reasoning {
+    /// A splitter for the reply (one that passes everything as answer for models that write
+    /// no reasoning).
+    pub fn splitter(self) -> ReasoningSplitter {
+        match self {
+            Reasoning::Absent => ReasoningSplitter::none(),
+            Reasoning::Closed => ReasoningSplitter::new(false),
+            Reasoning::Open => ReasoningSplitter::new(true),
+        }
     }
 }

@@ -15,7 +15,6 @@
 
 mod input;
 pub mod output;
-pub mod routes;
 pub mod rules;
 mod state;
 

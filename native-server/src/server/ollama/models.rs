@@ -16,7 +16,6 @@ use super::types::{
 };
 use super::Res;
 use crate::registry::{names, shown, Facts, Overrides, Resolved, Scope};
-use crate::server::auth::access;
 use crate::server::auth::caller::Caller;
 use crate::server::auth::RouterState;
 use crate::server::clock::rfc3339;
@@ -24,6 +23,7 @@ use crate::server::common::options::Options;
 use crate::server::error::PlainError;
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::inference::admission;
 use crate::server::model_names;
 use crate::server::ollama::OllamaState;
 use crate::server::stream::{json_frame, ndjson};
@@ -70,7 +70,7 @@ async fn tags(
     caller: Caller,
 ) -> Result<Json<TagsResponse>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let scope = access::scope(&st.inference, &caller).await?;
+    let scope = admission::scope(&st.inference, &caller).await?;
     let models = st.registry.with_catalog(|c| {
         c.names_in(&scope)
             .iter()
@@ -97,7 +97,7 @@ async fn tags(
 /// The resident models, with `expires_at` and their estimated size.
 #[utoipa::path(get, path = "/ps", tag = "ollama", responses((status = 200, body = PsResponse)))]
 async fn ps(State(st): State<OllamaState>, caller: Caller) -> Result<Json<PsResponse>, PlainError> {
-    let scope = access::scope(&st.inference, &caller).await?;
+    let scope = admission::scope(&st.inference, &caller).await?;
     let models = st
         .registry
         .resident()
@@ -167,7 +167,7 @@ async fn show(
     caller: Caller,
     ApiJson(b): ApiJson<ModelRef>,
 ) -> Result<Json<ShowResponse>, crate::server::error::PlainError> {
-    let scope = access::scope(&st.inference, &caller).await?;
+    let scope = admission::scope(&st.inference, &caller).await?;
     let r = resolve(&st, &scope, b.model.as_deref())?;
     let f = &r.facts;
     let caps = f.capabilities_with(r.overrides.template.as_deref());

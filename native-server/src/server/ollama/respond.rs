@@ -13,10 +13,10 @@ use crate::server::common::reply::ReplyParts;
 use crate::server::common::tools::ToolCall;
 use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
+use crate::server::generate::finish_reason;
 use crate::server::generate::{self, collect, GenRequest, Reasoning};
 use crate::server::leased::Leased;
 use crate::server::ollama::OllamaState;
-use crate::server::openai::finish_reason;
 use crate::server::stream::{frames, json_frame, ndjson};
 
 /// Which of Ollama's two response shapes.
@@ -179,7 +179,7 @@ pub async fn load_or_unload(
         .transpose()?;
     let (name, reason) = if ka.is_some_and(|k| k.is_zero()) {
         // Only a model the caller may use can be unloaded by it.
-        let scope = crate::server::auth::access::ctx_scope(&st.inference, ctx).await?;
+        let scope = crate::server::inference::admission::ctx_scope(&st.inference, ctx).await?;
         let r = st.registry.with_catalog(|c| c.resolve_in(name, &scope))?;
         st.registry.unload(&r.name)?;
         (r.name, "unload")

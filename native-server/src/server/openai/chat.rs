@@ -8,7 +8,6 @@ use axum::Json;
 use weft_core::chat::Message;
 use weft_core::scheduler::{Event, Summary, TokenInfo};
 
-use super::request::finish_reason;
 use super::respond::{end_choice, stream_error, usage, Head};
 use super::tool_loop::LoopRequest;
 use super::types::{
@@ -25,6 +24,7 @@ use crate::server::common::tool_choice::{self, Offered, ToolChoice};
 use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
+use crate::server::generate::finish_reason;
 use crate::server::generate::{self, collect, Reasoning, Think};
 use crate::server::leased::Leased;
 use crate::server::openai::OpenAiState;

@@ -7,7 +7,6 @@ use axum::Json;
 use serde_json::{Map, Value};
 use weft_core::scheduler::{Event, Summary, TokenInfo};
 
-use super::request::finish_reason;
 use super::respond::{end_choice, stream_error, usage, Head};
 use super::types::{Completion, CompletionChoice, CompletionRequest, LegacyLogprobs, Usage};
 use super::Res;
@@ -15,6 +14,7 @@ use crate::registry::Loaded;
 use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
+use crate::server::generate::finish_reason;
 use crate::server::generate::{self, collect};
 use crate::server::leased::Leased;
 use crate::server::openai::OpenAiState;

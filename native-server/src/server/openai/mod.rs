@@ -19,8 +19,6 @@ use axum::routing::any;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use request::finish_reason;
-
 use super::error::{ApiError, OpenAiError};
 use crate::server::auth::RouterState;
 use crate::server::code::CodeState;

@@ -5,10 +5,10 @@ use axum::extract::{Path, State};
 use axum::Json;
 
 use super::types::{ModelList, ModelObject};
-use crate::server::auth::access;
 use crate::server::auth::caller::Caller;
 use crate::server::clock::unix;
 use crate::server::error::{OpenAiError, OpenAiErrorBody};
+use crate::server::inference::admission;
 use crate::server::openai::OpenAiState;
 
 #[utoipa::path(get, path = "/models", tag = "openai",
@@ -17,7 +17,7 @@ pub async fn list(
     State(st): State<OpenAiState>,
     caller: Caller,
 ) -> Result<Json<ModelList>, OpenAiError> {
-    let scope = access::scope(&st.inference, &caller).await?;
+    let scope = admission::scope(&st.inference, &caller).await?;
     let data = st.registry.with_catalog(|c| {
         c.names_in(&scope)
             .iter()
@@ -42,7 +42,7 @@ pub async fn one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ModelObject>, OpenAiError> {
-    let scope = access::scope(&st.inference, &caller).await?;
+    let scope = admission::scope(&st.inference, &caller).await?;
     let r = st.registry.with_catalog(|c| c.resolve_in(&id, &scope))?;
     Ok(Json(ModelObject::new(&r.name, unix(r.facts.modified))))
 }

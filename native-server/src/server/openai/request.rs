@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use weft_core::scheduler::{Finish, Summary};
-
 use super::types::Common;
 use crate::registry::Loaded;
 use crate::server::common::options::Options;
@@ -106,12 +104,4 @@ fn logit_bias(
         out.insert(id, if v <= -100.0 { f32::NEG_INFINITY } else { v });
     }
     Ok(out)
-}
-
-/// `finish_reason` for a summary (a cancelled request never reaches a client).
-pub fn finish_reason(s: &Summary) -> &'static str {
-    match s.finish {
-        Finish::Length => "length",
-        Finish::Stop | Finish::Cancelled => "stop",
-    }
 }

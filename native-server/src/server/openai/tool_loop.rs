@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use weft_core::chat::Message;
 
-use super::request::finish_reason;
 use super::respond::{usage, Head};
 use super::types::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatDelta,
@@ -16,6 +15,7 @@ use super::types::{
 use super::Res;
 use crate::server::code::agent::{Activity, Agent, ClientTools, End, Outcome, Reply, Step};
 use crate::server::common::tools::ToolCall;
+use crate::server::generate::finish_reason;
 use crate::server::leased::Leased;
 use crate::server::openai::OpenAiState;
 use crate::server::stream::{frames, json_frame, sse};

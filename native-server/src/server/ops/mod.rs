@@ -1,7 +1,6 @@
 //! Operations routes: `/health`, `/ready`, `/metrics` (Prometheus text), `/v1/metrics` (JSON).
-//! [`denials`] counts the requests the auth layer refused.
+//! The auth layer counts the requests it refused (`auth::denials`); `/metrics` shows them.
 
-pub mod denials;
 mod state;
 
 use std::fmt::Write;
@@ -307,7 +306,7 @@ async fn metrics(State(st): State<OpsState>) -> Response {
             &stats.e2e,
         );
     }
-    denials::render(&mut out);
+    crate::server::auth::denials::render(&mut out);
     (
         [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
         out,

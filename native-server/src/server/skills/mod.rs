@@ -74,15 +74,6 @@ fn get_one(reg: &SkillRegistry, id: &str) -> Result<SkillObject, ApiError> {
     Ok(SkillObject::new(reg.get(id)?, true))
 }
 
-/// What `GET /api/models` says about skills.
-pub fn status(reg: &SkillRegistry) -> crate::server::ui::types::UiSkills {
-    crate::server::ui::types::UiSkills {
-        enabled: true,
-        installable: reg.installable(),
-        count: reg.list().skills.len(),
-    }
-}
-
 #[utoipa::path(get, path = "/skills", tag = "chat-ui",
     responses((status = 200, body = SkillsListing)))]
 async fn list(State(st): State<CodeState>) -> Result<Json<SkillsListing>, PlainError> {

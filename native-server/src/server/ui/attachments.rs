@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::sessions::default_session;
+use crate::server::conversations::default_session;
 use crate::server::error::ApiError;
 use crate::server::ui::UiState;
 use crate::server::uploads::store::Store;

@@ -9,7 +9,6 @@ use axum::extract::State;
 use weft_core::chat::{self, Message};
 use weft_core::scheduler::{Event, Finish, Summary};
 
-use super::sessions::{default_session, unknown};
 use super::tool_loop::LoopRequest;
 use super::types::{DoneFrame, UiChatRequest, UiFrame, UiToolCall};
 use crate::server::auth::caller::Caller;
@@ -19,10 +18,11 @@ use crate::server::common::reply::ReplyParts;
 use crate::server::common::sampling::SamplingFields;
 use crate::server::common::tools::{self, ToolCall};
 use crate::server::context::RequestCtx;
+use crate::server::conversations::{default_session, unknown};
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
+use crate::server::generate::finish_reason;
 use crate::server::generate::{self, GenRequest, Think};
-use crate::server::openai::finish_reason;
 use crate::server::stream::{frames, json_frame, sse};
 use crate::server::ui::UiState;
 

@@ -33,6 +33,6 @@ pub async fn history(
             session_id: id,
             messages,
         })),
-        None => Err(super::sessions::unknown(&id).into()),
+        None => Err(crate::server::conversations::unknown(&id).into()),
     }
 }

@@ -8,7 +8,6 @@ mod history;
 mod sessions;
 mod state;
 mod status;
-pub mod store;
 mod tool_loop;
 pub mod types;
 
@@ -17,7 +16,6 @@ use utoipa_axum::routes;
 
 use crate::server::auth::RouterState;
 use axum::extract::FromRef;
-pub use sessions::{default_session, unknown as unknown_session};
 pub use state::UiState;
 
 /// Routes relative to `/api` (`/api/chat` is routed by `server/api.rs`).

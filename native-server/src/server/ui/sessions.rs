@@ -1,30 +1,14 @@
 //! Chat-UI sessions: each tracks its conversation so a request may send only the new turn
-//! (kept in the admin storage: `store.rs`). A session belongs to the principal that made it;
+//! (kept in the admin storage: `server/conversations.rs`). A session belongs to the principal that made it;
 //! another principal's id is answered exactly like an unknown one.
 
 use axum::extract::{Path, State};
 use axum::Json;
-use sha2::{Digest, Sha256};
 
 use super::types::{SessionCreated, SessionDeleted};
 use crate::server::auth::caller::Caller;
-use crate::server::error::{ApiError, PlainError, PlainErrorBody};
+use crate::server::error::{PlainError, PlainErrorBody};
 use crate::server::ui::UiState;
-
-/// The session of `owner`'s requests that name none: derived from the owner, so each
-/// principal has its own (its history, uploads and sandbox workspace), never a shared one.
-pub fn default_session(owner: &str) -> String {
-    let h = Sha256::digest(format!("weft chat-ui default session\0{owner}").as_bytes());
-    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
-    format!("default-{hex}")
-}
-
-/// The 404 of a session the caller does not have (missing or another principal's alike).
-pub fn unknown(id: &str) -> ApiError {
-    ApiError::not_found(format!(
-        "unknown session {id:?}; create one with POST /api/sessions"
-    ))
-}
 
 #[utoipa::path(post, path = "/sessions", tag = "chat-ui",
     responses((status = 200, body = SessionCreated)))]
@@ -57,18 +41,6 @@ pub async fn delete(
                 session_id: id,
             }))
         }
-        false => Err(unknown(&id).into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_owner_has_its_own_default_session() {
-        assert_eq!(default_session("key_a"), default_session("key_a"));
-        assert_ne!(default_session("key_a"), default_session("key_b"));
-        assert_ne!(default_session("open"), default_session("env"));
+        false => Err(crate::server::conversations::unknown(&id).into()),
     }
 }

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use super::store::Sessions;
 use crate::registry::Registry;
 use crate::server::code::CodeTools;
 use crate::server::config::ServeConfig;
+use crate::server::conversations::Sessions;
 use crate::server::inference::Inference;
 use crate::server::uploads::Uploads;
 

@@ -6,9 +6,10 @@ use axum::Json;
 
 use crate::server::error::PlainError;
 
-use super::types::{QueueStatus, UiModel, UiModels};
+use super::types::{QueueStatus, UiModel, UiModels, UiSkills};
 use crate::registry::{RegistryError, Resolved};
 use crate::server::ui::UiState;
+use weft_sandbox::SkillRegistry;
 
 fn file_name(r: &Resolved) -> Option<String> {
     r.facts
@@ -24,7 +25,7 @@ pub async fn models(
     caller: crate::server::auth::caller::Caller,
 ) -> Result<Json<UiModels>, PlainError> {
     // A key in a tenant sees only the tenant's allowed models.
-    let scope = crate::server::auth::access::scope(&st.inference, &caller).await?;
+    let scope = crate::server::inference::admission::scope(&st.inference, &caller).await?;
     let reg = &st.registry;
     let (default, list) = reg.with_catalog(|c| {
         let list: Vec<(String, Result<Resolved, RegistryError>)> = c
@@ -65,7 +66,7 @@ pub async fn models(
     // The registry rescans its folders: file-system work, kept off the async workers as the
     // skills routes do.
     let reg_skills = st.code.skills.clone();
-    let skills = tokio::task::spawn_blocking(move || crate::server::skills::status(&reg_skills))
+    let skills = tokio::task::spawn_blocking(move || skills_status(&reg_skills))
         .await
         .ok();
     Ok(Json(UiModels {
@@ -95,4 +96,13 @@ pub async fn queue(State(st): State<UiState>) -> Json<QueueStatus> {
         queue_capacity: st.registry.queue_size(),
         parallel: st.cfg.parallel,
     })
+}
+
+/// What `GET /api/models` says about skills.
+fn skills_status(reg: &SkillRegistry) -> UiSkills {
+    UiSkills {
+        enabled: true,
+        installable: reg.installable(),
+        count: reg.list().skills.len(),
+    }
 }

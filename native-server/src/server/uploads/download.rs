@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Response};
 use super::store::valid_name;
 use super::types::SessionQuery;
 use crate::server::auth::caller::Caller;
+use crate::server::conversations::default_session;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::ui::default_session;
 use crate::server::uploads::UploadsState;
 
 /// Served with `nosniff` and a sandboxing CSP: whatever a file holds, the browser neither

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::Uploads;
-use crate::server::ui::store::Sessions;
+use crate::server::conversations::Sessions;
 
 #[derive(Clone)]
 pub struct UploadsState {

@@ -16,8 +16,8 @@ use super::sniff::{display_name, sniff, Kind};
 use super::store::{new_name, Meta};
 use super::types::{SessionQuery, UploadReply, UploadedFile};
 use crate::server::auth::caller::Caller;
+use crate::server::conversations::default_session;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
-use crate::server::ui::default_session;
 use crate::server::uploads::UploadsState;
 
 /// A file as received.
@@ -213,7 +213,7 @@ pub async fn upload(
     let sid = session.unwrap_or_else(|| default.clone());
     let known = sid == default || st.sessions.exists(&owner, &sid).await?;
     if !known {
-        return Err(crate::server::ui::unknown_session(&sid).into());
+        return Err(crate::server::conversations::unknown(&sid).into());
     }
     let mut prepared = Vec::new();
     for f in files {

@@ -25,8 +25,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
-use super::auth::access;
 use super::auth::caller::Caller;
+use super::inference::admission;
 use crate::server::auth::RouterState;
 use axum::extract::FromRef;
 pub use state::WebState;
@@ -154,7 +154,7 @@ struct WebModels {
 }
 
 async fn list(State(st): State<WebState>, caller: Caller) -> Response {
-    let scope = match access::scope(&st.inference, &caller).await {
+    let scope = match admission::scope(&st.inference, &caller).await {
         Ok(s) => s,
         Err(e) => return plain(e.status, e.message),
     };
@@ -266,7 +266,7 @@ async fn download(
     UrlPath(name): UrlPath<String>,
     headers: HeaderMap,
 ) -> Response {
-    let scope = match access::scope(&st.inference, &caller).await {
+    let scope = match admission::scope(&st.inference, &caller).await {
         Ok(s) => s,
         Err(e) => return plain(e.status, e.message),
     };

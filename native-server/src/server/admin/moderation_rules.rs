@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use weft_storage::{ModerationRule, NewRule};
 
-use crate::server::admin::common::{changed, Changed, List};
+use super::common::{changed, Changed, List};
 use crate::server::auth::RouterState;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -84,7 +84,7 @@ async fn create(
     State(st): State<ModerationState>,
     ApiJson(b): ApiJson<CreateRule>,
 ) -> Changed<RuleInfo> {
-    super::rules::check(&b.pattern, &b.kind, &b.action, &b.applies_to)
+    crate::server::moderation::rules::check(&b.pattern, &b.kind, &b.action, &b.applies_to)
         .map_err(ApiError::invalid)?;
     let r = st
         .storage

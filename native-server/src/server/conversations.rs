@@ -17,6 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 use weft_core::chat::Message;
 use weft_storage::Storage;
 
+use sha2::{Digest, Sha256};
+
 use crate::server::error::ApiError;
 
 /// A session as the store keys it: (owner, id).
@@ -195,5 +197,32 @@ async fn write_all(
                 let _ = done.send(r.map_err(|e| e.to_string()));
             }
         }
+    }
+}
+
+/// The session of `owner`'s requests that name none: derived from the owner, so each
+/// principal has its own (its history, uploads and sandbox workspace), never a shared one.
+pub fn default_session(owner: &str) -> String {
+    let h = Sha256::digest(format!("weft chat-ui default session\0{owner}").as_bytes());
+    let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("default-{hex}")
+}
+
+/// The 404 of a session the caller does not have (missing or another principal's alike).
+pub fn unknown(id: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "unknown session {id:?}; create one with POST /api/sessions"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_owner_has_its_own_default_session() {
+        assert_eq!(default_session("key_a"), default_session("key_a"));
+        assert_ne!(default_session("key_a"), default_session("key_b"));
+        assert_ne!(default_session("open"), default_session("env"));
     }
 }

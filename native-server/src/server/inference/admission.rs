@@ -16,9 +16,9 @@
 
 use weft_storage::{StorageError, Tenant};
 
-use super::caller::Caller;
-use super::Principal;
 use crate::registry::Scope;
+use crate::server::auth::caller::Caller;
+use crate::server::auth::Principal;
 use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::inference::Inference;

@@ -5,6 +5,8 @@
 //! them, so the inference path (leasing, prompt building, generation) draws no arrow back up
 //! to the server state.
 
+pub mod admission;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -12,12 +14,12 @@ use serde_json::Value;
 use weft_core::sampler::SamplerConfig;
 use weft_storage::Storage;
 
-use super::auth::usage::Usage;
-use super::common::sampling::{resolve_with, Precedence, SamplingFields};
-use super::context::RequestCtx;
-use super::error::ApiError;
-use super::leased::Leased;
 use crate::registry::{KeepAlive, Registry};
+use crate::server::auth::usage::Usage;
+use crate::server::common::sampling::{resolve_with, Precedence, SamplingFields};
+use crate::server::context::RequestCtx;
+use crate::server::error::ApiError;
+use crate::server::leased::Leased;
 
 pub struct Inference {
     pub registry: Arc<Registry>,
@@ -74,7 +76,7 @@ impl Inference {
             .filter(|v| !v.is_null())
             .map(KeepAlive::from_json)
             .transpose()?;
-        let model = super::auth::access::admit(self, ctx, model).await?;
+        let model = admission::admit(self, ctx, model).await?;
         let lease = self.registry.acquire(model.as_deref(), ka).await?;
         Ok(Leased::new(lease, ctx.clone()))
     }
