@@ -12,8 +12,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::caller::Caller;
+use super::auth::context::RequestCtx;
 use super::auth::Routes;
-use super::context::RequestCtx;
 use super::error::{PlainError, PlainErrorBody};
 use super::extract::{from_value, ApiJson};
 use super::ollama::OllamaState;

@@ -11,9 +11,9 @@ use weft_core::chat::{opens_reasoning, Message};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
 use weft_core::scheduler::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
 
+use super::auth::context::RequestCtx;
 use super::auth::usage::Meter;
 use super::common::tool_choice::Offered;
-use super::context::RequestCtx;
 use super::error::ApiError;
 use super::leased::Leased;
 use super::moderation::output::{OutputFilter, Step};

@@ -9,7 +9,7 @@
 
 use crate::registry::Lease;
 
-use super::context::RequestCtx;
+use super::auth::context::RequestCtx;
 
 pub struct Leased {
     lease: Lease,

@@ -31,7 +31,6 @@ mod clock;
 pub mod code;
 mod common;
 mod config;
-pub mod context;
 mod conversations;
 mod embeddings;
 mod error;

@@ -13,9 +13,9 @@ use super::types::{
 };
 use crate::registry::{shown, Origin, Overrides, Target};
 use crate::server::admin::AdminState;
+use crate::server::auth::context::RequestCtx;
 use crate::server::auth::RouterState;
 use crate::server::clock::rfc3339;
-use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, PlainError, PlainErrorBody};
 use crate::server::extract::ApiJson;
 use crate::server::model_names;

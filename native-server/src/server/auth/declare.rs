@@ -22,7 +22,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use super::policy::Need;
 use super::{authorize, Gate};
-use crate::server::context::RequestCtx;
+use crate::server::auth::context::RequestCtx;
 use crate::server::error::ApiError;
 
 /// What a router's state must be: each surface is generic over it and takes the part it needs

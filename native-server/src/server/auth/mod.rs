@@ -30,11 +30,14 @@
 
 pub mod audit_rule;
 pub mod caller;
+pub mod context;
 mod declare;
 pub mod denials;
 pub mod limit;
 pub mod policy;
 pub mod secret;
+pub mod signin;
+mod signins;
 pub mod usage;
 
 use std::net::SocketAddr;
@@ -48,9 +51,9 @@ use axum::response::Response;
 use serde_json::Value;
 use weft_storage::{NewAudit, Storage};
 
+use self::context::RequestCtx;
 pub use self::declare::{RouterState, Routes};
 use self::policy::{Need, Role};
-use super::context::RequestCtx;
 use super::error::ApiError;
 
 /// Who made a request (in the request's extensions for handlers).
@@ -124,7 +127,7 @@ impl Auth {
         storage: &Storage,
         headers: &HeaderMap,
     ) -> Result<Principal, ApiError> {
-        if let Some(p) = super::login::principal(storage, headers).await? {
+        if let Some(p) = signin::principal(storage, headers).await? {
             return Ok(p);
         }
         let key = bearer(headers).ok_or_else(|| {

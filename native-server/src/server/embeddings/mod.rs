@@ -19,8 +19,8 @@ use super::error::{ApiError, OpenAiError, OpenAiErrorBody, PlainError, PlainErro
 use super::extract::{ApiJson, OpenAiJson};
 use super::inference::Inference;
 use crate::registry::WorkerError;
+use crate::server::auth::context::RequestCtx;
 use crate::server::auth::RouterState;
-use crate::server::context::RequestCtx;
 use axum::extract::FromRef;
 use std::sync::Arc;
 use types::*;

@@ -18,8 +18,8 @@ use weft_storage::{StorageError, Tenant};
 
 use crate::registry::Scope;
 use crate::server::auth::caller::Caller;
+use crate::server::auth::context::RequestCtx;
 use crate::server::auth::Principal;
-use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::inference::Inference;
 

@@ -15,9 +15,9 @@ use weft_core::sampler::SamplerConfig;
 use weft_storage::Storage;
 
 use crate::registry::{KeepAlive, Registry};
+use crate::server::auth::context::RequestCtx;
 use crate::server::auth::usage::Usage;
 use crate::server::common::sampling::{resolve_with, Precedence, SamplingFields};
-use crate::server::context::RequestCtx;
 use crate::server::error::ApiError;
 use crate::server::leased::Leased;
 

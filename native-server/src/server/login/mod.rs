@@ -15,8 +15,7 @@
 //! user's role and tenant, read from the database on every request so a deleted user or a
 //! changed role counts at once); the site layer asks [`check_csrf`] on state changes.
 
-pub mod sessions;
-mod state;
+pub mod state;
 pub mod throttle;
 
 use std::net::{IpAddr, SocketAddr};
@@ -29,24 +28,17 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
-use weft_storage::{Storage, StorageError};
+use weft_storage::StorageError;
 
-use super::auth::policy::Role;
-use super::auth::Principal;
+use super::auth::signin::{self as sessions, cookie_token, COOKIE};
 use super::error::{ApiError, PlainError, PlainErrorBody};
 use super::extract::ApiJson;
 use crate::server::auth::RouterState;
 use axum::extract::FromRef;
 pub use state::LoginState;
-
-/// The session cookie's name.
-pub const COOKIE: &str = "weft_session";
-/// The header a signed-in page sends its CSRF token in.
-pub const CSRF_HEADER: &str = "x-csrf-token";
 
 pub fn routes<S: RouterState>() -> super::auth::Routes<S>
 where
@@ -99,19 +91,6 @@ impl<S: Send + Sync> FromRequestParts<S> for Remote {
                 .map(|c| c.0.ip()),
         ))
     }
-}
-
-/// The session token in the request's `Cookie` header(s).
-fn cookie_token(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
-        .map(|(_, v)| v.trim())
-        .filter(|v| !v.is_empty())
 }
 
 fn wrong() -> ApiError {
@@ -241,90 +220,4 @@ async fn logout(headers: HeaderMap) -> Response {
         HeaderValue::from_static("weft_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0"),
     );
     r
-}
-
-/// The principal of a request's session cookie: None when it carries an `Authorization`
-/// header (keys win), no cookie, or one of no live session or no existing user.
-pub async fn principal(
-    storage: &Storage,
-    headers: &HeaderMap,
-) -> Result<Option<Principal>, ApiError> {
-    if headers.contains_key(header::AUTHORIZATION) {
-        return Ok(None);
-    }
-    let Some(s) = cookie_token(headers).and_then(sessions::get) else {
-        return Ok(None);
-    };
-    let user = match storage.get_user(&s.user_id).await {
-        Ok(u) => u,
-        Err(StorageError::NotFound(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let Some(role) = Role::parse(&user.role) else {
-        return Ok(None);
-    };
-    Ok(Some(Principal {
-        actor: format!("user:{}", user.id),
-        role,
-        tenant: user.tenant,
-        tokens_per_minute: None,
-    }))
-}
-
-/// Refuses a state change that rides a session cookie without its CSRF token. Requests with
-/// an `Authorization` header, without a live session cookie, and the sign-in itself pass
-/// (they are not acting as a signed-in browser).
-pub fn check_csrf(path: &str, headers: &HeaderMap) -> Result<(), String> {
-    if path == "/api/login" || headers.contains_key(header::AUTHORIZATION) {
-        return Ok(());
-    }
-    let Some(s) = cookie_token(headers).and_then(sessions::get) else {
-        return Ok(());
-    };
-    let sent = headers
-        .get(CSRF_HEADER)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    if bool::from(sent.ct_eq(s.csrf.as_bytes())) {
-        Ok(())
-    } else {
-        Err(format!(
-            "this request rides a sign-in cookie without its CSRF token: send the csrfToken \
-             from POST /api/login (or GET /api/login) as the {CSRF_HEADER} header"
-        ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cookie_is_found_among_others() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::COOKIE,
-            "a=1; weft_session=tok; b=2".parse().unwrap(),
-        );
-        assert_eq!(cookie_token(&h), Some("tok"));
-        h.insert(header::COOKIE, "weft_session_x=1".parse().unwrap());
-        assert_eq!(cookie_token(&h), None);
-    }
-
-    #[test]
-    fn state_changes_on_a_cookie_need_its_csrf_token() {
-        let (token, csrf) = sessions::create("u_csrf").unwrap();
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, format!("{COOKIE}={token}").parse().unwrap());
-        assert!(check_csrf("/api/ui/chat", &h).is_err());
-        assert!(check_csrf("/api/login", &h).is_ok());
-        h.insert(CSRF_HEADER, "wrong".parse().unwrap());
-        assert!(check_csrf("/api/ui/chat", &h).is_err());
-        h.insert(CSRF_HEADER, csrf.parse().unwrap());
-        assert!(check_csrf("/api/ui/chat", &h).is_ok());
-        // A stale cookie is no session: nothing to protect, and auth will not accept it.
-        sessions::remove(&token);
-        h.remove(CSRF_HEADER);
-        assert!(check_csrf("/api/ui/chat", &h).is_ok());
-    }
 }

@@ -4,12 +4,12 @@
 
 use weft_core::chat::Message;
 
-use crate::server::context::RequestCtx;
+use super::Screened;
 use crate::server::error::ApiError;
 
 /// Checks the user messages of a conversation.
-pub fn check_messages(ctx: &RequestCtx, messages: &[Message]) -> Result<(), ApiError> {
-    if ctx.screen.is_none() {
+pub fn check_messages(ctx: &dyn Screened, messages: &[Message]) -> Result<(), ApiError> {
+    if ctx.screen().is_none() {
         return Ok(());
     }
     for m in messages.iter().filter(|m| m.role == "user") {
@@ -22,8 +22,8 @@ pub fn check_messages(ctx: &RequestCtx, messages: &[Message]) -> Result<(), ApiE
 }
 
 /// Checks one text the user sent (a raw prompt, or a message).
-pub fn check_text(ctx: &RequestCtx, text: &str) -> Result<(), ApiError> {
-    let Some(screen) = &ctx.screen else {
+pub fn check_text(ctx: &dyn Screened, text: &str) -> Result<(), ApiError> {
+    let Some(screen) = ctx.screen() else {
         return Ok(());
     };
     let hits: Vec<_> = screen

@@ -7,7 +7,7 @@
 //! Hooked in the generation layer every surface shares (`server/generate.rs`): input in
 //! [`check_messages`] / [`check_text`], called where prompts are built; output in
 //! [`output::OutputFilter`], which the event sink runs on each sequence's text before any
-//! surface sees it. The request's rules come with its [`RequestCtx`](super::context).
+//! surface sees it. The request's rules come with its request context (`server/auth/context.rs`, through the [`Screened`] trait).
 //!
 //! Replicas: rules are re-read from the database every [`POLL`] (the settings' polling), so a
 //! rule added on one replica applies on the others within that time; the replica that made
@@ -27,7 +27,6 @@ use weft_storage::{NewAudit, Storage};
 
 pub use self::input::{check_messages, check_text};
 use self::rules::{Action, Rule, RuleSet};
-use super::context::RequestCtx;
 use super::error::ApiError;
 pub use state::ModerationState;
 
@@ -40,6 +39,19 @@ pub struct Moderation {
     /// The `moderation` setting: `None` (unset) means on.
     enabled: RwLock<Option<bool>>,
     storage: Storage,
+}
+
+/// The request a check is made for: its rules and who made it, for a flag's audit row. The
+/// request context (`server/auth/context.rs`) is what implements it, so the checks take the
+/// request's context like metering does, while this module needs nothing from it.
+pub trait Screened: Send + Sync {
+    /// The request's rules, when moderation is on and there are some.
+    fn screen(&self) -> Option<&Screen>;
+    /// The key or user that made the request, once known.
+    fn actor(&self) -> Option<String>;
+    fn method(&self) -> &str;
+    fn route(&self) -> &str;
+    fn request_id(&self) -> &str;
 }
 
 /// One request's moderation: the rules in force when it arrived.
@@ -112,7 +124,7 @@ impl Screen {
     /// Acts on `hits`: flags are recorded, and the first block is the error returned.
     fn act(
         &self,
-        ctx: &RequestCtx,
+        ctx: &dyn Screened,
         hits: &[&Rule],
         applies_to: &'static str,
     ) -> Result<(), String> {
@@ -129,7 +141,7 @@ impl Screen {
     }
 
     /// Writes the flag's audit row (once per rule and request), off the caller's thread.
-    fn flag(&self, ctx: &RequestCtx, rule: &Rule, applies_to: &'static str) {
+    fn flag(&self, ctx: &dyn Screened, rule: &Rule, applies_to: &'static str) {
         let first = self
             .flagged
             .lock()
@@ -141,8 +153,8 @@ impl Screen {
         tracing::info!(rule = %rule.id, applies_to, "moderation flag");
         let row = NewAudit {
             actor: ctx.actor().unwrap_or_else(|| "unauthenticated".into()),
-            method: ctx.method.clone(),
-            route: ctx.route.clone(),
+            method: ctx.method().to_string(),
+            route: ctx.route().to_string(),
             // Not a response status: the row is written when the rule matches.
             status: 0,
             remote: None,
@@ -150,7 +162,7 @@ impl Screen {
                 "moderation": "flag",
                 "rule": rule.id,
                 "applies_to": applies_to,
-                "request_id": ctx.id,
+                "request_id": ctx.request_id(),
             })),
         };
         let storage = self.storage.clone();

@@ -10,7 +10,7 @@
 use weft_core::scheduler::TokenInfo;
 
 use super::rules::floor_char;
-use crate::server::context::RequestCtx;
+use super::Screened;
 
 /// What to do with a piece of output.
 #[derive(Debug, PartialEq)]
@@ -23,7 +23,7 @@ pub enum Step {
 
 /// One sequence's output filter.
 pub struct OutputFilter {
-    ctx: RequestCtx,
+    ctx: Box<dyn Screened>,
     /// The output so far (bounded by the request's max tokens).
     text: String,
     /// Bytes of `text` delivered.
@@ -35,10 +35,10 @@ pub struct OutputFilter {
 
 impl OutputFilter {
     /// A filter for the current request, when its rules check output.
-    pub fn for_request(ctx: &RequestCtx) -> Option<OutputFilter> {
-        let screen = ctx.screen.as_ref()?;
+    pub fn for_request<C: Screened + Clone + 'static>(ctx: &C) -> Option<OutputFilter> {
+        let screen = ctx.screen()?;
         screen.rules.has_output().then(|| OutputFilter {
-            ctx: ctx.clone(),
+            ctx: Box::new(ctx.clone()),
             text: String::new(),
             sent: 0,
             tokens: Vec::new(),
@@ -59,7 +59,7 @@ impl OutputFilter {
     }
 
     fn check(&mut self, new_from: usize, end: bool) -> Step {
-        let Some(screen) = &self.ctx.screen else {
+        let Some(screen) = self.ctx.screen() else {
             return Step::Pass(
                 self.release(self.text.len()),
                 std::mem::take(&mut self.tokens),
@@ -67,7 +67,7 @@ impl OutputFilter {
         };
         let hits = screen.rules.output_hits(&self.text, new_from);
         let rules: Vec<_> = hits.iter().map(|h| h.rule).collect();
-        if let Err(msg) = screen.act(&self.ctx, &rules, "output") {
+        if let Err(msg) = screen.act(self.ctx.as_ref(), &rules, "output") {
             let at = hits
                 .iter()
                 .filter(|h| h.rule.action == super::rules::Action::Block)
@@ -106,7 +106,29 @@ impl OutputFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::moderation::Moderation;
+    use crate::server::moderation::{Moderation, Screen};
+
+    /// A request for the filter: its rules and nothing else.
+    #[derive(Clone)]
+    struct Req(std::sync::Arc<Option<Screen>>);
+
+    impl Screened for Req {
+        fn screen(&self) -> Option<&Screen> {
+            self.0.as_ref().as_ref()
+        }
+        fn actor(&self) -> Option<String> {
+            None
+        }
+        fn method(&self) -> &str {
+            "POST"
+        }
+        fn route(&self) -> &str {
+            "/"
+        }
+        fn request_id(&self) -> &str {
+            "r"
+        }
+    }
 
     fn rule(pattern: &str, action: &str) -> weft_storage::NewRule {
         weft_storage::NewRule {
@@ -127,7 +149,7 @@ mod tests {
         let m = Moderation::new(storage);
         m.reload().await.unwrap();
         let run = |pieces: &[&str]| {
-            let ctx = RequestCtx::new("r".into(), "POST".into(), "/".into(), m.screen());
+            let ctx = Req(std::sync::Arc::new(m.screen()));
             let mut f = OutputFilter::for_request(&ctx).unwrap();
             let mut out = String::new();
             for p in pieces {

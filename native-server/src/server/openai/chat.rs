@@ -17,11 +17,11 @@ use super::types::{
 use super::Res;
 use crate::registry::Loaded;
 use crate::server::auth::caller::Caller;
+use crate::server::auth::context::RequestCtx;
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::tool_choice::{self, Offered, ToolChoice};
-use crate::server::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::finish_reason;

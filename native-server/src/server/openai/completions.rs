@@ -11,7 +11,7 @@ use super::respond::{end_choice, stream_error, usage, Head};
 use super::types::{Completion, CompletionChoice, CompletionRequest, LegacyLogprobs, Usage};
 use super::Res;
 use crate::registry::Loaded;
-use crate::server::context::RequestCtx;
+use crate::server::auth::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::finish_reason;

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::Json;
 
 use super::types::{DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse};
-use crate::server::context::RequestCtx;
+use crate::server::auth::context::RequestCtx;
 use crate::server::error::{ApiError, OpenAiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::inference::Inference;

@@ -2,7 +2,7 @@
 //! when it ends (`GET /api/v1/logs/stream`).
 //!
 //! This layer, outside the auth layer, creates the request's one [`RequestCtx`] (see
-//! `server::context`) and runs everything inside it; the auth layer and the handlers fill it
+//! `server/auth/context.rs`) and runs everything inside it; the auth layer and the handlers fill it
 //! in. The event is sent when the response body ends (or the client goes away), so a streamed
 //! reply is counted whole.
 
@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 pub use self::bus::{LogBus, LogEvent};
-use super::context::RequestCtx;
+use super::auth::context::RequestCtx;
 pub use state::LogState;
 
 /// The layer: makes the context, runs the request in it, and logs the request when its body

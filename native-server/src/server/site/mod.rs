@@ -88,7 +88,7 @@ pub async fn layer(State(site): State<SiteConfig>, req: Request, next: Next) -> 
         if let Err(m) = origin::check_type(&path, req.headers()) {
             return refuse("content_type_refused", m);
         }
-        if let Err(m) = super::login::check_csrf(&path, req.headers()) {
+        if let Err(m) = super::auth::signin::check_csrf(&path, req.headers()) {
             return refuse("csrf_token_invalid", m);
         }
     }

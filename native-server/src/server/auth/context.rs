@@ -21,10 +21,10 @@ use axum::response::Response;
 
 use weft_storage::{Storage, Variant};
 
-use super::auth::usage::{Meter, Usage};
-use super::auth::Principal;
-use super::error::ApiError;
-use super::moderation::Screen;
+use super::usage::{Meter, Usage};
+use super::Principal;
+use crate::server::error::ApiError;
+use crate::server::moderation::Screen;
 
 /// Tokens counted for the request log.
 #[derive(Default)]
@@ -189,5 +189,23 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestCtx {
                 )
                 .for_path(parts.uri.path())
             })
+    }
+}
+
+impl crate::server::moderation::Screened for RequestCtx {
+    fn screen(&self) -> Option<&Screen> {
+        self.0.screen.as_ref()
+    }
+    fn actor(&self) -> Option<String> {
+        RequestCtx::actor(self)
+    }
+    fn method(&self) -> &str {
+        &self.0.method
+    }
+    fn route(&self) -> &str {
+        &self.0.route
+    }
+    fn request_id(&self) -> &str {
+        &self.0.id
     }
 }
