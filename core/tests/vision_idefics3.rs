@@ -11,12 +11,15 @@
 //!   mtmd's embeddings and from the pixels through Weft's encoder.
 
 mod vision_files;
+mod wgpu_support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
+use weft_core::backend::wgpu::WgpuOptions;
+use weft_core::backend::Backend;
 use weft_core::engine::{EngineConfig, Prompt, PromptPiece};
 use weft_core::generation::GenParams;
 use weft_core::gguf::ModelFile;
@@ -115,7 +118,7 @@ fn grid_of(image: &serde_json::Value) -> (usize, usize) {
 /// Weft's encoder on mtmd's encoder inputs of one image: the image with its grid.
 fn encode_pngs(
     enc: &Idefics3Vision,
-    be: &mut CpuBackend,
+    be: &mut dyn Backend,
     mm: &Mmproj,
     image: &serde_json::Value,
 ) -> Idefics3Image {
@@ -446,4 +449,35 @@ fn greedy_from_pixels_through_the_encoder_matches_mtmd() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The same graph on the wgpu backend, on the encoder inputs of one image (wide_1024x256: four
+/// tiles and the overview; software Vulkan is slow on 2 busy cores): the bounds of the CPU test
+/// against mtmd and transformers, and its distance from the CPU backend reported.
+#[test]
+fn wgpu_embeddings_match_mtmd_and_the_cpu() {
+    let Some(mut gpu) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
+    let mm = mmproj();
+    let enc = Idefics3Vision::load(&mm, &mut gpu).unwrap();
+    let mut cpu = CpuBackend::new(2);
+    let enc_cpu = Idefics3Vision::load(&mm, &mut cpu).unwrap();
+    let idx = index();
+    let image = images(&idx)
+        .iter()
+        .find(|i| stem(i) == "wide_1024x256")
+        .unwrap();
+    let got = concat(&encode_pngs(&enc, &mut gpu, &mm, image));
+    let on_cpu = concat(&encode_pngs(&enc_cpu, &mut cpu, &mm, image));
+    let mtmd = read_f32(&data("wide_1024x256.embd.f32"));
+    let hf = read_f32(&data("wide_1024x256.hf_embd.f32"));
+    let (c_m, d_m) = compare(&got, &mtmd);
+    let (c_h, d_h) = compare(&got, &hf);
+    let (c_c, d_c) = compare(&got, &on_cpu);
+    eprintln!(
+        "wgpu wide_1024x256 vs mtmd: cosine {c_m:.9} max-abs {d_m:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e} | vs cpu: cosine {c_c:.9} max-abs {d_c:.2e}"
+    );
+    assert!(c_m >= 0.999_999_9 && d_m <= 2e-3, "vs mtmd: {c_m} {d_m}");
+    assert!(c_h >= 0.999_999_9 && d_h <= 1.25e-3, "vs transformers: {c_h} {d_h}");
 }
