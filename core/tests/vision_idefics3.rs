@@ -479,5 +479,8 @@ fn wgpu_embeddings_match_mtmd_and_the_cpu() {
         "wgpu wide_1024x256 vs mtmd: cosine {c_m:.9} max-abs {d_m:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e} | vs cpu: cosine {c_c:.9} max-abs {d_c:.2e}"
     );
     assert!(c_m >= 0.999_999_9 && d_m <= 2e-3, "vs mtmd: {c_m} {d_m}");
-    assert!(c_h >= 0.999_999_9 && d_h <= 1.25e-3, "vs transformers: {c_h} {d_h}");
+    assert!(
+        c_h >= 0.999_999_9 && d_h <= 1.25e-3,
+        "vs transformers: {c_h} {d_h}"
+    );
 }
