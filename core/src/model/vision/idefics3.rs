@@ -95,7 +95,11 @@ impl Idefics3Vision {
         let mut derived = vec![siglip::patch_kernel(&mm.file, hp)?];
         derived.extend(fc_slots(&mm.file, hp.n_embd, scale, hp.projection_dim)?);
         let derived = Arc::new(siglip::derived_file(&derived)?);
-        let tower = SiglipTower::load(&mm.file, &derived, hp, backend)?;
+        let mut tower = SiglipTower::load(&mm.file, &derived, hp, backend)?;
+        // The f32 GELU: 3.1-3.8e-6 from transformers instead of 1.0-1.2e-3 with ggml's f16
+        // table, and no farther from mtmd (whose other f16 roundings dominate; see
+        // docs/vision.md).
+        tower.set_f32_gelu(true);
         let fc = (0..scale * scale)
             .map(|j| {
                 let name = slot_name(j);

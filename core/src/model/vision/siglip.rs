@@ -54,6 +54,9 @@ pub struct SiglipTower {
     pos: Weight,
     blocks: Vec<Block>,
     post_ln: Norm,
+    /// The feed-forward's GELU computed in f32 ([`gelu_f32`]) rather than with the backend's
+    /// `gelu` op (ggml's f16 table).
+    f32_gelu: bool,
 }
 
 impl SiglipTower {
@@ -117,7 +120,14 @@ impl SiglipTower {
             },
             blocks,
             hp: hp.clone(),
+            f32_gelu: false,
         })
+    }
+
+    /// Chooses the feed-forward's GELU: in f32 ([`gelu_f32`], what transformers computes) or
+    /// the backend's `gelu` op (the default: ggml's f16 table, as llama.cpp computes).
+    pub fn set_f32_gelu(&mut self, on: bool) {
+        self.f32_gelu = on;
     }
 
     /// The tower's shape.
@@ -194,7 +204,11 @@ impl SiglipTower {
             x = g.add(a, x);
             let h = ln(g, x, b.ln2);
             let f = lin(g, b.up, b.bup, h);
-            let f = g.gelu(f);
+            let f = if self.f32_gelu {
+                gelu_f32(g, f)
+            } else {
+                g.gelu(f)
+            };
             let f = lin(g, b.down, b.bdown, f);
             x = g.add(x, f);
         }
@@ -219,6 +233,24 @@ impl SiglipTower {
             )),
         }
     }
+}
+
+/// GELU (tanh form) in f32 from plain ops: `(x + x·tanh(√(2/π)·(x + 0.044715·x³))) / 2`.
+/// The backends' `gelu` op is ggml's, which looks the value up in a table of f16 inputs and
+/// outputs, as llama.cpp's text models need; for a vision tower that table alone puts
+/// ~1e-3 between Weft and transformers (Idefics3: 1.0-1.2e-3; 3.1-3.8e-6 with this).
+pub fn gelu_f32(g: &mut Graph, x: TensorId) -> TensorId {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let x2 = g.mul(x, x);
+    let x3 = g.mul(x2, x);
+    let c = g.scale(x3, 0.044_715);
+    let inner = g.add(x, c);
+    let u = g.scale(inner, SQRT_2_OVER_PI);
+    // soft_cap(u, 1) = tanh(u)
+    let t = g.soft_cap(u, 1.0);
+    let xt = g.mul(x, t);
+    let sum = g.add(x, xt);
+    g.scale(sum, 0.5)
 }
 
 /// Values per unfolded patch row: `3·p·p`, padded to [`PATCH_ALIGN`].
