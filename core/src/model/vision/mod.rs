@@ -3,6 +3,9 @@
 //! records its encoder as a backend [`crate::backend::Graph`], like the text families.
 
 pub mod gemma3;
+pub mod idefics3;
+pub mod idefics3_prompt;
 pub mod mmproj;
+pub mod siglip;
 
 pub use mmproj::{Mmproj, Projector, VisionError, VisionHparams};
