@@ -1,0 +1,158 @@
+//! Video uploads into frames: `sample_frames(bytes, options, limits)`.
+//!
+//! Reads MP4/MOV (ISO-BMFF) with H.264 video. The container is demuxed with `mp4parse`
+//! ([`demux`]), H.264 is decoded with OpenH264 built from the `openh264` crate's sources
+//! ([`h264`]). Anything else is an [`Error::UnsupportedCodec`] / [`Error::UnsupportedContainer`]
+//! naming what was found ([`container`], [`fourcc`]).
+//!
+//! Which frames ([`sampling`]): times are measured from the first displayed frame. With a video
+//! of duration `D` seconds, `fps` asks for frames at `0, 1/fps, 2/fps, ...` below `D`; when that is
+//! more than `max_frames`, the `max_frames` times are spread evenly instead: `k * D / max_frames`
+//! for `k = 0..max_frames`. Each time takes the frame on screen then (the last frame whose
+//! presentation time is at or before it); a source frame picked twice is returned once. Frames
+//! come back in presentation order, each with its own presentation time.
+//!
+//! Bounds, all checked before decoding: file size, sample count, frame size (from the container
+//! and from every SPS, also in-band ones), and the number of samples the decoder must run through
+//! to reach the chosen frames. Memory is then at most `max_frames` RGB frames plus one decoder.
+
+mod container;
+mod demux;
+mod fourcc;
+mod h264;
+mod sampling;
+
+use std::path::Path;
+
+use image::RgbImage;
+
+use crate::Error;
+
+pub use sampling::pick_times;
+
+/// One sampled frame.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// Presentation time in seconds from the first displayed frame.
+    pub time_s: f64,
+    /// The frame's position in presentation order (0 = first displayed frame).
+    pub index: usize,
+    pub image: RgbImage,
+}
+
+/// How many frames to take: `fps` in (0, 60], `max_frames` in 1..=64 (defaults 1 and 16, as the
+/// OpenAI-style `video_url` part documents them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleOptions {
+    pub fps: f64,
+    pub max_frames: usize,
+}
+
+impl SampleOptions {
+    pub const DEFAULT_FPS: f64 = 1.0;
+    pub const DEFAULT_MAX_FRAMES: usize = 16;
+    pub const MAX_FPS: f64 = 60.0;
+    pub const MAX_FRAMES: usize = 64;
+
+    /// Checked options; `None` takes the default.
+    pub fn new(fps: Option<f64>, max_frames: Option<usize>) -> Result<Self, Error> {
+        let options = SampleOptions {
+            fps: fps.unwrap_or(Self::DEFAULT_FPS),
+            max_frames: max_frames.unwrap_or(Self::DEFAULT_MAX_FRAMES),
+        };
+        options.validate()?;
+        Ok(options)
+    }
+
+    pub fn validate(&self) -> Result<(), Error> {
+        // `!(x > 0)` also refuses NaN.
+        if !(self.fps > 0.0 && self.fps <= Self::MAX_FPS) {
+            return Err(Error::InvalidOption(format!(
+                "fps must be in (0, {}], got {}",
+                Self::MAX_FPS,
+                self.fps
+            )));
+        }
+        if !(1..=Self::MAX_FRAMES).contains(&self.max_frames) {
+            return Err(Error::InvalidOption(format!(
+                "max_frames must be in 1..={}, got {}",
+                Self::MAX_FRAMES,
+                self.max_frames
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for SampleOptions {
+    fn default() -> Self {
+        SampleOptions { fps: Self::DEFAULT_FPS, max_frames: Self::DEFAULT_MAX_FRAMES }
+    }
+}
+
+/// Limits on one video, checked before decoding.
+#[derive(Clone, Debug)]
+pub struct VideoLimits {
+    /// Largest file read (bytes).
+    pub max_bytes: u64,
+    /// Largest frame width and height (pixels), coded size as the SPS declares it.
+    pub max_width: u32,
+    pub max_height: u32,
+    /// Most samples (frames) the video track may have.
+    pub max_samples: usize,
+    /// Most samples the decoder may run through to reach the chosen frames (decoding time).
+    pub max_decoded: usize,
+}
+
+impl Default for VideoLimits {
+    fn default() -> Self {
+        VideoLimits {
+            max_bytes: 512 << 20,
+            // 4K UHD; a vision model sees far fewer pixels anyway.
+            max_width: 3840,
+            max_height: 2160,
+            // An hour at 60 fps.
+            max_samples: 216_000,
+            // Ten minutes of 30 fps.
+            max_decoded: 18_000,
+        }
+    }
+}
+
+/// Frames of a video held in memory, chosen by `options`.
+pub fn sample_frames(
+    bytes: &[u8],
+    options: &SampleOptions,
+    limits: &VideoLimits,
+) -> Result<Vec<Frame>, Error> {
+    options.validate()?;
+    if bytes.len() as u64 > limits.max_bytes {
+        return Err(Error::TooLarge(format!(
+            "video is {} bytes, over the limit of {}",
+            bytes.len(),
+            limits.max_bytes
+        )));
+    }
+    container::require_iso_bmff(bytes)?;
+    let track = demux::video_track(bytes, limits)?;
+    let chosen = sampling::choose(&track.presentation, track.timescale, track.duration, options);
+    h264::decode_chosen(bytes, &track, &chosen, limits)
+}
+
+/// Frames of a video file (read whole, after its size is checked against `limits.max_bytes`).
+pub fn sample_frames_from_file(
+    path: &Path,
+    options: &SampleOptions,
+    limits: &VideoLimits,
+) -> Result<Vec<Frame>, Error> {
+    options.validate()?;
+    let size = std::fs::metadata(path)?.len();
+    if size > limits.max_bytes {
+        return Err(Error::TooLarge(format!(
+            "video is {size} bytes, over the limit of {}",
+            limits.max_bytes
+        )));
+    }
+    let bytes = std::fs::read(path)?;
+    sample_frames(&bytes, options, limits)
+}
