@@ -89,12 +89,20 @@ fn render_guarded(bytes: &[u8], options: &PdfOptions) -> Result<RenderedPdf, Err
         }
         // Points are 1/72 inch; the max_side cap wins over dpi for large pages.
         let scale = (options.dpi / 72.0).min(options.max_side as f32 / longest);
+        let width = (width_pt * scale).round().max(1.0);
+        let height = (height_pt * scale).round().max(1.0);
+        // hayro sizes the pixmap as `(points * scale) as u16`, which truncates 99.9999 to 99:
+        // a hundredth of a pixel more per page makes it land on the rounded size.
         let pixmap = render(
             page,
             &cache,
             &interpreter,
             &settings,
-            &PixmapSettings { x_scale: scale, y_scale: scale, bg_color: WHITE },
+            &PixmapSettings {
+                x_scale: (width + 0.01) / width_pt,
+                y_scale: (height + 0.01) / height_pt,
+                bg_color: WHITE,
+            },
         );
         let (w, h) = (u32::from(pixmap.width()), u32::from(pixmap.height()));
         // Premultiplied RGBA over an opaque white background: alpha is 255, RGB is the colour.

@@ -151,7 +151,7 @@ fn other_codecs_are_named() {
     let (container, codec) = unsupported(&read("mpeg4_part2.mp4"));
     assert_eq!((container.as_str(), codec.as_str()), ("MP4", "MPEG-4 Part 2 (mp4v)"));
     let (container, codec) = unsupported(&read("hevc.mp4"));
-    assert_eq!((container.as_str(), codec.as_str()), ("MP4", "HEVC/H.265 (hvc1)"));
+    assert_eq!((container.as_str(), codec.as_str()), ("MP4", "HEVC/H.265 (hev1)"));
     let (container, codec) = unsupported(&read("vp9.webm"));
     assert_eq!((container.as_str(), codec.as_str()), ("WebM", "VP9"));
     let message = Error::UnsupportedCodec { container, codec }.to_string();
@@ -194,4 +194,17 @@ fn limits_are_checked_before_decoding() {
     let err = sample_frames(&bytes, &opts(60.0, 64), &short);
     assert!(matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames decoded")), "{err:?}");
     assert_eq!(sample_frames(&bytes, &SampleOptions::default(), &short).unwrap().len(), 4);
+}
+
+#[test]
+fn probe_reads_headers_only() {
+    use weft_media::video::{VideoInfo, probe};
+    let info = probe(&read("h264_baseline.mp4"), &opts(3.0, 64), &VideoLimits::default()).unwrap();
+    let want = VideoInfo { width: 64, height: 48, duration_s: 4.0, frame_count: 32, sampled: 12 };
+    assert_eq!(info, want);
+    let info = probe(&read("h264_bframes.mp4"), &opts(1.0, 2), &VideoLimits::default()).unwrap();
+    assert_eq!((info.frame_count, info.sampled, info.duration_s), (30, 2, 3.0));
+    assert!(probe(&read("hevc.mp4"), &SampleOptions::default(), &VideoLimits::default())
+        .unwrap_err()
+        .is_unsupported());
 }

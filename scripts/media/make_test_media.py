@@ -87,7 +87,7 @@ def main():
     # Codecs the crate does not decode, each must be refused by name.
     write_video("mpeg4_part2.mp4", "mp4", "mpeg4", 32, 32, 4, 4, {"qscale": "4"})
     write_video("hevc.mp4", "mp4", "libx265", 64, 64, 4, 4,
-                {"x265-params": "log-level=error", "tag": "hvc1"})
+                {"x265-params": "log-level=error"})
     write_video("vp9.webm", "webm", "libvpx-vp9", 32, 32, 4, 4, {"crf": "30", "b": "0"})
     write_pdf()
 

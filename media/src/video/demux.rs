@@ -73,6 +73,9 @@ fn read(bytes: &[u8], limits: &VideoLimits) -> Result<VideoTrack, Error> {
             (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => {
                 (avcc.to_vec(), u32::from(v.width), u32::from(v.height))
             }
+            (CodecType::H264, _) => {
+                return Err(Error::Corrupt("MP4 H.264 track has no avcC configuration".into()));
+            }
             (codec, _) => return Err(unsupported(bytes, Some(codec))),
         },
         _ => return Err(unsupported(bytes, None)),

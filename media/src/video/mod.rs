@@ -119,6 +119,43 @@ impl Default for VideoLimits {
     }
 }
 
+/// What a video holds, from its headers alone (no decoding).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VideoInfo {
+    /// Frame size the container declares.
+    pub width: u32,
+    pub height: u32,
+    pub duration_s: f64,
+    /// Frames in the video track.
+    pub frame_count: usize,
+    /// Frames [`sample_frames`] returns with the same options: lets a caller refuse a request
+    /// whose frames cannot fit the context before any decoding.
+    pub sampled: usize,
+}
+
+/// The headers of an MP4/H.264 video: the same checks and errors as [`sample_frames`] up to
+/// decoding.
+pub fn probe(bytes: &[u8], options: &SampleOptions, limits: &VideoLimits) -> Result<VideoInfo, Error> {
+    options.validate()?;
+    if bytes.len() as u64 > limits.max_bytes {
+        return Err(Error::TooLarge(format!(
+            "video is {} bytes, over the limit of {}",
+            bytes.len(),
+            limits.max_bytes
+        )));
+    }
+    container::require_iso_bmff(bytes)?;
+    let track = demux::video_track(bytes, limits)?;
+    let chosen = sampling::choose(&track.presentation, track.timescale, track.duration, options);
+    Ok(VideoInfo {
+        width: track.width,
+        height: track.height,
+        duration_s: track.duration as f64 / track.timescale as f64,
+        frame_count: track.samples.len(),
+        sampled: chosen.len(),
+    })
+}
+
 /// Frames of a video held in memory, chosen by `options`.
 pub fn sample_frames(
     bytes: &[u8],
