@@ -8,7 +8,9 @@ pub enum Error {
     #[error("{0}")]
     InvalidOption(String),
     /// A codec this crate does not decode, named (e.g. "VP9", "HEVC/H.265 (hvc1)"): 415.
-    #[error("unsupported video codec {codec} in {container}: only H.264 (AVC) in MP4/MOV is decoded")]
+    #[error(
+        "unsupported video codec {codec} in {container}: only H.264 (AVC) in MP4/MOV is decoded"
+    )]
     UnsupportedCodec { container: String, codec: String },
     /// A container this crate does not read (WebM, AVI, MPEG-TS, ...) or not a video at all: 415.
     #[error("unsupported video container {0}: only MP4/MOV with H.264 is decoded")]
@@ -27,7 +29,10 @@ pub enum Error {
 impl Error {
     /// True for the errors a server reports as 415 Unsupported Media Type.
     pub fn is_unsupported(&self) -> bool {
-        matches!(self, Error::UnsupportedCodec { .. } | Error::UnsupportedContainer(_))
+        matches!(
+            self,
+            Error::UnsupportedCodec { .. } | Error::UnsupportedContainer(_)
+        )
     }
 }
 
@@ -36,6 +41,8 @@ impl Error {
 pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(_) => Err(Error::Corrupt(format!("{what}: malformed data (parser failed)"))),
+        Err(_) => Err(Error::Corrupt(format!(
+            "{what}: malformed data (parser failed)"
+        ))),
     }
 }

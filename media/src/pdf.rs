@@ -9,15 +9,15 @@
 //! the server does for its PDF text.
 
 use hayro::hayro_interpret::InterpreterSettings;
-use hayro::hayro_syntax::Pdf;
 use hayro::hayro_syntax::object::dict::keys;
 use hayro::hayro_syntax::object::{Name, Object};
+use hayro::hayro_syntax::Pdf;
 use hayro::vello_cpu::color::palette::css::WHITE;
-use hayro::{PixmapSettings, RenderCache, RenderSettings, render};
+use hayro::{render, PixmapSettings, RenderCache, RenderSettings};
 use image::RgbImage;
 
-use crate::Error;
 use crate::error::guarded;
+use crate::Error;
 
 /// How pages are rendered.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +34,12 @@ pub struct PdfOptions {
 
 impl Default for PdfOptions {
     fn default() -> Self {
-        PdfOptions { max_pages: 16, dpi: 150.0, max_side: 1536, max_image_pixels: 64 << 20 }
+        PdfOptions {
+            max_pages: 16,
+            dpi: 150.0,
+            max_side: 1536,
+            max_image_pixels: 64 << 20,
+        }
     }
 }
 
@@ -59,7 +64,9 @@ pub fn render_pages(bytes: &[u8], options: &PdfOptions) -> Result<RenderedPdf, E
         return Err(Error::InvalidOption("max_pages must be at least 1".into()));
     }
     if !(options.dpi > 0.0 && options.dpi.is_finite()) || options.max_side == 0 {
-        return Err(Error::InvalidOption("dpi and max_side must be positive".into()));
+        return Err(Error::InvalidOption(
+            "dpi and max_side must be positive".into(),
+        ));
     }
     guarded("PDF", || render_guarded(bytes, options))
 }
@@ -69,7 +76,9 @@ fn render_guarded(bytes: &[u8], options: &PdfOptions) -> Result<RenderedPdf, Err
         hayro::hayro_syntax::LoadPdfError::Decryption(_) => {
             Error::Corrupt("PDF is encrypted (password-protected PDFs are not rendered)".into())
         }
-        hayro::hayro_syntax::LoadPdfError::Invalid => Error::Corrupt("PDF could not be read".into()),
+        hayro::hayro_syntax::LoadPdfError::Invalid => {
+            Error::Corrupt("PDF could not be read".into())
+        }
     })?;
     check_images(&pdf, options.max_image_pixels)?;
     let pages = pdf.pages();
@@ -115,13 +124,18 @@ fn render_guarded(bytes: &[u8], options: &PdfOptions) -> Result<RenderedPdf, Err
             .ok_or_else(|| Error::Corrupt(format!("PDF page {} rendered empty", n + 1)))?;
         rendered.push(image);
     }
-    Ok(RenderedPdf { pages: rendered, page_count })
+    Ok(RenderedPdf {
+        pages: rendered,
+        page_count,
+    })
 }
 
 /// Refuses a PDF holding an image over `max_pixels`, from the image dictionaries alone.
 fn check_images(pdf: &Pdf, max_pixels: u64) -> Result<(), Error> {
     for object in pdf.objects() {
-        let Object::Stream(stream) = object else { continue };
+        let Object::Stream(stream) = object else {
+            continue;
+        };
         let dict = stream.dict();
         if dict.get::<Name<'_>>(keys::SUBTYPE).as_deref() != Some(keys::IMAGE) {
             continue;

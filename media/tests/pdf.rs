@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use image::RgbImage;
+use weft_media::pdf::{render_pages, PdfOptions};
 use weft_media::Error;
-use weft_media::pdf::{PdfOptions, render_pages};
 
 fn scan3() -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/media/scan3.pdf");
@@ -23,7 +23,10 @@ fn at(page: &RgbImage, fx: f64, fy: f64) -> [u8; 3] {
 
 fn assert_near(got: [u8; 3], want: [u8; 3], what: &str) {
     for c in 0..3 {
-        assert!(got[c].abs_diff(want[c]) <= 6, "{what}: {got:?}, expected {want:?}");
+        assert!(
+            got[c].abs_diff(want[c]) <= 6,
+            "{what}: {got:?}, expected {want:?}"
+        );
     }
 }
 
@@ -32,13 +35,18 @@ const WHITE: [u8; 3] = [255, 255, 255];
 #[test]
 fn renders_every_page_with_its_content() {
     let pdf = render_pages(&scan3(), &PdfOptions::default()).unwrap();
-    assert_eq!((pdf.page_count, pdf.pages.len(), pdf.truncated()), (3, 3, false));
+    assert_eq!(
+        (pdf.page_count, pdf.pages.len(), pdf.truncated()),
+        (3, 3, false)
+    );
     for page in &pdf.pages {
         // 612 x 792 pt: 150 dpi would give 1275 x 1650, the 1536-pixel cap wins.
         // 612 * 1536 / 792 = 1186.9.
         assert_eq!(page.dimensions(), (1187, 1536));
     }
-    let [p1, p2, p3] = &pdf.pages[..] else { unreachable!() };
+    let [p1, p2, p3] = &pdf.pages[..] else {
+        unreachable!()
+    };
     assert_near(at(p1, 0.5, 0.25), [200, 30, 30], "page 1 top");
     assert_near(at(p1, 0.5, 0.75), [30, 30, 200], "page 1 bottom");
     assert_near(at(p2, 0.25, 0.5), [30, 160, 30], "page 2 left");
@@ -49,20 +57,39 @@ fn renders_every_page_with_its_content() {
 
 #[test]
 fn page_count_is_capped() {
-    let options = PdfOptions { max_pages: 2, ..PdfOptions::default() };
+    let options = PdfOptions {
+        max_pages: 2,
+        ..PdfOptions::default()
+    };
     let pdf = render_pages(&scan3(), &options).unwrap();
-    assert_eq!((pdf.page_count, pdf.pages.len(), pdf.truncated()), (3, 2, true));
+    assert_eq!(
+        (pdf.page_count, pdf.pages.len(), pdf.truncated()),
+        (3, 2, true)
+    );
     assert_near(at(&pdf.pages[1], 0.25, 0.5), [30, 160, 30], "page 2 left");
-    let err = render_pages(&scan3(), &PdfOptions { max_pages: 0, ..PdfOptions::default() });
+    let err = render_pages(
+        &scan3(),
+        &PdfOptions {
+            max_pages: 0,
+            ..PdfOptions::default()
+        },
+    );
     assert!(matches!(err, Err(Error::InvalidOption(_))), "{err:?}");
 }
 
 #[test]
 fn dpi_sets_the_size_under_the_cap() {
-    let options = PdfOptions { dpi: 72.0, max_side: 4096, ..PdfOptions::default() };
+    let options = PdfOptions {
+        dpi: 72.0,
+        max_side: 4096,
+        ..PdfOptions::default()
+    };
     let pdf = render_pages(&scan3(), &options).unwrap();
     assert_eq!(pdf.pages[0].dimensions(), (612, 792));
-    let options = PdfOptions { max_side: 100, ..PdfOptions::default() };
+    let options = PdfOptions {
+        max_side: 100,
+        ..PdfOptions::default()
+    };
     let pdf = render_pages(&scan3(), &options).unwrap();
     assert_eq!(pdf.pages[0].dimensions(), (77, 100));
 }
@@ -101,13 +128,18 @@ fn pdf_with_image(width: u32, height: u32) -> Vec<u8> {
         out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
     }
     let xref = out.len();
-    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
     for o in offsets {
         out.extend_from_slice(format!("{o:010} 00000 n \n").as_bytes());
     }
     out.extend_from_slice(
-        format!("trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1)
-            .as_bytes(),
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
     );
     out
 }
@@ -119,5 +151,8 @@ fn an_oversized_embedded_image_is_refused_unread() {
     assert_near(at(&pdf.pages[0], 0.5, 0.5), [96, 96, 96], "grey image");
     // 30000 x 30000 declared: refused from the dictionary.
     let err = render_pages(&pdf_with_image(30000, 30000), &PdfOptions::default());
-    assert!(matches!(&err, Err(Error::TooLarge(m)) if m.contains("30000x30000")), "{err:?}");
+    assert!(
+        matches!(&err, Err(Error::TooLarge(m)) if m.contains("30000x30000")),
+        "{err:?}"
+    );
 }

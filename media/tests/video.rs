@@ -4,11 +4,15 @@
 
 use std::path::PathBuf;
 
+use weft_media::video::{
+    sample_frames, sample_frames_from_file, Frame, SampleOptions, VideoLimits,
+};
 use weft_media::Error;
-use weft_media::video::{Frame, SampleOptions, VideoLimits, sample_frames, sample_frames_from_file};
 
 fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/media").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/media")
+        .join(name)
 }
 
 fn read(name: &str) -> Vec<u8> {
@@ -47,7 +51,12 @@ fn assert_frames(frames: &[Frame], expected: &[usize], source_fps: f64, size: (u
     for f in frames {
         assert_eq!(f.image.dimensions(), size);
         let want_t = f.index as f64 / source_fps;
-        assert!((f.time_s - want_t).abs() < 1e-6, "frame {} at {} s, expected {want_t}", f.index, f.time_s);
+        assert!(
+            (f.time_s - want_t).abs() < 1e-6,
+            "frame {} at {} s, expected {want_t}",
+            f.index,
+            f.time_s
+        );
         let mean = mean_rgb(f);
         let want = colour(f.index);
         for c in 0..3 {
@@ -62,17 +71,24 @@ fn assert_frames(frames: &[Frame], expected: &[usize], source_fps: f64, size: (u
 
 #[test]
 fn defaults_take_one_frame_a_second() {
-    let frames =
-        sample_frames(&read("h264_baseline.mp4"), &SampleOptions::default(), &VideoLimits::default())
-            .unwrap();
+    let frames = sample_frames(
+        &read("h264_baseline.mp4"),
+        &SampleOptions::default(),
+        &VideoLimits::default(),
+    )
+    .unwrap();
     // 4 s at 8 fps: frames 0, 8, 16, 24 at 0, 1, 2, 3 s.
     assert_frames(&frames, &[0, 8, 16, 24], 8.0, (64, 48));
 }
 
 #[test]
 fn fps_picks_the_frame_on_screen() {
-    let frames =
-        sample_frames(&read("h264_baseline.mp4"), &opts(3.0, 64), &VideoLimits::default()).unwrap();
+    let frames = sample_frames(
+        &read("h264_baseline.mp4"),
+        &opts(3.0, 64),
+        &VideoLimits::default(),
+    )
+    .unwrap();
     // Times k/3 s for k < 12; the frame on screen at t is floor(8 t).
     let expected: Vec<usize> = (0..12).map(|k| (k * 8) / 3).collect();
     assert_frames(&frames, &expected, 8.0, (64, 48));
@@ -80,15 +96,23 @@ fn fps_picks_the_frame_on_screen() {
 
 #[test]
 fn every_frame_across_key_frames() {
-    let frames =
-        sample_frames(&read("h264_baseline.mp4"), &opts(60.0, 64), &VideoLimits::default()).unwrap();
+    let frames = sample_frames(
+        &read("h264_baseline.mp4"),
+        &opts(60.0, 64),
+        &VideoLimits::default(),
+    )
+    .unwrap();
     assert_frames(&frames, &(0..32).collect::<Vec<_>>(), 8.0, (64, 48));
 }
 
 #[test]
 fn over_max_frames_spreads_evenly() {
-    let frames =
-        sample_frames(&read("h264_baseline.mp4"), &opts(8.0, 5), &VideoLimits::default()).unwrap();
+    let frames = sample_frames(
+        &read("h264_baseline.mp4"),
+        &opts(8.0, 5),
+        &VideoLimits::default(),
+    )
+    .unwrap();
     // 32 times would be needed: 5 at k * 4 s / 5 = 0, 0.8, 1.6, 2.4, 3.2 s instead.
     assert_frames(&frames, &[0, 6, 12, 19, 25], 8.0, (64, 48));
 }
@@ -107,12 +131,18 @@ fn b_frames_come_back_in_display_order() {
 
 #[test]
 fn from_a_file() {
-    let frames =
-        sample_frames_from_file(&data("h264_baseline.mp4"), &opts(1.0, 2), &VideoLimits::default())
-            .unwrap();
+    let frames = sample_frames_from_file(
+        &data("h264_baseline.mp4"),
+        &opts(1.0, 2),
+        &VideoLimits::default(),
+    )
+    .unwrap();
     // 4 frames would be needed at 1 fps: 2 at 0 and 2 s.
     assert_frames(&frames, &[0, 16], 8.0, (64, 48));
-    let small = VideoLimits { max_bytes: 100, ..VideoLimits::default() };
+    let small = VideoLimits {
+        max_bytes: 100,
+        ..VideoLimits::default()
+    };
     let err = sample_frames_from_file(&data("h264_baseline.mp4"), &opts(1.0, 2), &small);
     assert!(matches!(err, Err(Error::TooLarge(_))), "{err:?}");
 }
@@ -121,16 +151,31 @@ fn from_a_file() {
 fn options_out_of_range_are_refused() {
     for fps in [0.0, -1.0, 60.5, f64::NAN, f64::INFINITY] {
         let err = SampleOptions::new(Some(fps), None);
-        assert!(matches!(&err, Err(Error::InvalidOption(m)) if m.contains("fps")), "{fps}: {err:?}");
+        assert!(
+            matches!(&err, Err(Error::InvalidOption(m)) if m.contains("fps")),
+            "{fps}: {err:?}"
+        );
     }
     for n in [0, 65] {
         let err = SampleOptions::new(None, Some(n));
-        assert!(matches!(&err, Err(Error::InvalidOption(m)) if m.contains("max_frames")), "{n}: {err:?}");
+        assert!(
+            matches!(&err, Err(Error::InvalidOption(m)) if m.contains("max_frames")),
+            "{n}: {err:?}"
+        );
     }
-    assert_eq!(SampleOptions::new(None, None).unwrap(), SampleOptions { fps: 1.0, max_frames: 16 });
+    assert_eq!(
+        SampleOptions::new(None, None).unwrap(),
+        SampleOptions {
+            fps: 1.0,
+            max_frames: 16
+        }
+    );
     assert!(SampleOptions::new(Some(60.0), Some(64)).is_ok());
     // Options built by hand are checked too.
-    let bad = SampleOptions { fps: 0.0, max_frames: 16 };
+    let bad = SampleOptions {
+        fps: 0.0,
+        max_frames: 16,
+    };
     let err = sample_frames(&read("h264_baseline.mp4"), &bad, &VideoLimits::default());
     assert!(matches!(err, Err(Error::InvalidOption(_))), "{err:?}");
 }
@@ -139,7 +184,9 @@ fn unsupported(bytes: &[u8]) -> (String, String) {
     match sample_frames(bytes, &SampleOptions::default(), &VideoLimits::default()) {
         Err(e @ Error::UnsupportedCodec { .. }) => {
             assert!(e.is_unsupported());
-            let Error::UnsupportedCodec { container, codec } = e else { unreachable!() };
+            let Error::UnsupportedCodec { container, codec } = e else {
+                unreachable!()
+            };
             (container, codec)
         }
         other => panic!("expected an unsupported codec, got {other:?}"),
@@ -149,9 +196,15 @@ fn unsupported(bytes: &[u8]) -> (String, String) {
 #[test]
 fn other_codecs_are_named() {
     let (container, codec) = unsupported(&read("mpeg4_part2.mp4"));
-    assert_eq!((container.as_str(), codec.as_str()), ("MP4", "MPEG-4 Part 2 (mp4v)"));
+    assert_eq!(
+        (container.as_str(), codec.as_str()),
+        ("MP4", "MPEG-4 Part 2 (mp4v)")
+    );
     let (container, codec) = unsupported(&read("hevc.mp4"));
-    assert_eq!((container.as_str(), codec.as_str()), ("MP4", "HEVC/H.265 (hev1)"));
+    assert_eq!(
+        (container.as_str(), codec.as_str()),
+        ("MP4", "HEVC/H.265 (hev1)")
+    );
     let (container, codec) = unsupported(&read("vp9.webm"));
     assert_eq!((container.as_str(), codec.as_str()), ("WebM", "VP9"));
     let message = Error::UnsupportedCodec { container, codec }.to_string();
@@ -162,13 +215,23 @@ fn other_codecs_are_named() {
 fn truncated_or_damaged_files_are_errors() {
     let bytes = read("h264_baseline.mp4");
     for cut in [0, 7, 100, bytes.len() / 2, bytes.len() - 1] {
-        let err = sample_frames(&bytes[..cut], &SampleOptions::default(), &VideoLimits::default());
+        let err = sample_frames(
+            &bytes[..cut],
+            &SampleOptions::default(),
+            &VideoLimits::default(),
+        );
         assert!(
             matches!(err, Err(Error::Corrupt(_))),
             "cut at {cut} of {}: {err:?}",
             bytes.len()
         );
     }
+    // A damaged avcC box inside an avc1 entry is damage, not "unsupported codec H.264".
+    let at = bytes.windows(4).position(|w| w == b"avcC").expect("avcC box");
+    let mut no_avcc = bytes.clone();
+    no_avcc[at + 3] = b'X';
+    let err = sample_frames(&no_avcc, &SampleOptions::default(), &VideoLimits::default());
+    assert!(matches!(&err, Err(Error::Corrupt(m)) if m.contains("avc1")), "{err:?}");
     // Bytes flipped all through the file, the sample data included: an error or frames, never
     // a panic or a hang.
     for step in [7, 31, 101] {
@@ -183,28 +246,74 @@ fn truncated_or_damaged_files_are_errors() {
 #[test]
 fn limits_are_checked_before_decoding() {
     let bytes = read("h264_baseline.mp4");
-    let narrow = VideoLimits { max_width: 32, ..VideoLimits::default() };
+    let narrow = VideoLimits {
+        max_width: 32,
+        ..VideoLimits::default()
+    };
     let err = sample_frames(&bytes, &SampleOptions::default(), &narrow);
-    assert!(matches!(&err, Err(Error::TooLarge(m)) if m.contains("64x48")), "{err:?}");
-    let few = VideoLimits { max_samples: 10, ..VideoLimits::default() };
+    assert!(
+        matches!(&err, Err(Error::TooLarge(m)) if m.contains("64x48")),
+        "{err:?}"
+    );
+    let few = VideoLimits {
+        max_samples: 10,
+        ..VideoLimits::default()
+    };
     let err = sample_frames(&bytes, &SampleOptions::default(), &few);
-    assert!(matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames")), "{err:?}");
+    assert!(
+        matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames")),
+        "{err:?}"
+    );
     // Every frame needs 32 decoded; the defaults need only the 4 key frames.
-    let short = VideoLimits { max_decoded: 5, ..VideoLimits::default() };
+    let short = VideoLimits {
+        max_decoded: 5,
+        ..VideoLimits::default()
+    };
     let err = sample_frames(&bytes, &opts(60.0, 64), &short);
-    assert!(matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames decoded")), "{err:?}");
-    assert_eq!(sample_frames(&bytes, &SampleOptions::default(), &short).unwrap().len(), 4);
+    assert!(
+        matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames decoded")),
+        "{err:?}"
+    );
+    assert_eq!(
+        sample_frames(&bytes, &SampleOptions::default(), &short)
+            .unwrap()
+            .len(),
+        4
+    );
 }
 
 #[test]
 fn probe_reads_headers_only() {
-    use weft_media::video::{VideoInfo, probe};
-    let info = probe(&read("h264_baseline.mp4"), &opts(3.0, 64), &VideoLimits::default()).unwrap();
-    let want = VideoInfo { width: 64, height: 48, duration_s: 4.0, frame_count: 32, sampled: 12 };
+    use weft_media::video::{probe, VideoInfo};
+    let info = probe(
+        &read("h264_baseline.mp4"),
+        &opts(3.0, 64),
+        &VideoLimits::default(),
+    )
+    .unwrap();
+    let want = VideoInfo {
+        width: 64,
+        height: 48,
+        duration_s: 4.0,
+        frame_count: 32,
+        sampled: 12,
+    };
     assert_eq!(info, want);
-    let info = probe(&read("h264_bframes.mp4"), &opts(1.0, 2), &VideoLimits::default()).unwrap();
-    assert_eq!((info.frame_count, info.sampled, info.duration_s), (30, 2, 3.0));
-    assert!(probe(&read("hevc.mp4"), &SampleOptions::default(), &VideoLimits::default())
-        .unwrap_err()
-        .is_unsupported());
+    let info = probe(
+        &read("h264_bframes.mp4"),
+        &opts(1.0, 2),
+        &VideoLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        (info.frame_count, info.sampled, info.duration_s),
+        (30, 2, 3.0)
+    );
+    assert!(probe(
+        &read("hevc.mp4"),
+        &SampleOptions::default(),
+        &VideoLimits::default()
+    )
+    .unwrap_err()
+    .is_unsupported());
 }

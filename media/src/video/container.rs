@@ -4,7 +4,9 @@
 use crate::Error;
 
 /// Top-level ISO-BMFF box types a file may start with.
-const BMFF_FIRST_BOXES: [&[u8; 4]; 7] = [b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"styp"];
+const BMFF_FIRST_BOXES: [&[u8; 4]; 7] = [
+    b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide", b"styp",
+];
 
 /// Matroska/WebM `CodecID` strings for video, and the names to report.
 const MATROSKA_CODECS: [(&[u8], &str); 8] = [
@@ -32,14 +34,18 @@ pub fn require_iso_bmff(bytes: &[u8]) -> Result<(), Error> {
         "Ogg"
     } else if bytes.starts_with(b"FLV") {
         "FLV"
-    } else if bytes.len() > 188 * 2 && bytes[0] == 0x47 && bytes[188] == 0x47 && bytes[376] == 0x47 {
+    } else if bytes.len() > 188 * 2 && bytes[0] == 0x47 && bytes[188] == 0x47 && bytes[376] == 0x47
+    {
         "MPEG-TS"
     } else if bytes.starts_with(&[0x00, 0x00, 0x01, 0xba]) {
         "MPEG-PS"
     } else if bytes.starts_with(&[0x30, 0x26, 0xb2, 0x75]) {
         "ASF/WMV"
     } else if bytes.len() < 8 {
-        return Err(Error::Corrupt(format!("video is only {} bytes", bytes.len())));
+        return Err(Error::Corrupt(format!(
+            "video is only {} bytes",
+            bytes.len()
+        )));
     } else {
         "unknown (not MP4/MOV)"
     };
@@ -48,13 +54,20 @@ pub fn require_iso_bmff(bytes: &[u8]) -> Result<(), Error> {
 
 /// WebM/Matroska: the track's `CodecID` string is in the header, near the start.
 fn matroska(bytes: &[u8]) -> Error {
-    let container =
-        if find(&bytes[..bytes.len().min(64)], b"webm") { "WebM" } else { "Matroska" }.to_string();
+    let container = if find(&bytes[..bytes.len().min(64)], b"webm") {
+        "WebM"
+    } else {
+        "Matroska"
+    }
+    .to_string();
     let head = &bytes[..bytes.len().min(64 << 10)];
     match MATROSKA_CODECS.iter().find(|(id, _)| find(head, id)) {
         // H.264 itself is decoded, only not from this container.
         Some((_, "H.264")) => Error::UnsupportedContainer(format!("{container} (with H.264)")),
-        Some((_, codec)) => Error::UnsupportedCodec { container, codec: codec.to_string() },
+        Some((_, codec)) => Error::UnsupportedCodec {
+            container,
+            codec: codec.to_string(),
+        },
         None => Error::UnsupportedContainer(container),
     }
 }
@@ -71,7 +84,9 @@ mod tests {
     fn names_other_containers() {
         let avi = b"RIFF\x10\x00\x00\x00AVI LIST";
         assert!(matches!(require_iso_bmff(avi), Err(Error::UnsupportedContainer(n)) if n == "AVI"));
-        assert!(matches!(require_iso_bmff(b"OggS\0\x02\0\0\0\0"), Err(Error::UnsupportedContainer(n)) if n == "Ogg"));
+        assert!(
+            matches!(require_iso_bmff(b"OggS\0\x02\0\0\0\0"), Err(Error::UnsupportedContainer(n)) if n == "Ogg")
+        );
         assert!(matches!(require_iso_bmff(b"\0\0"), Err(Error::Corrupt(_))));
         assert!(require_iso_bmff(b"\0\0\0\x20ftypisom").is_ok());
     }

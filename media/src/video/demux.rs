@@ -3,13 +3,13 @@
 
 use std::io::Cursor;
 
-use mp4parse::unstable::{CheckedInteger, create_sample_table};
+use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{CodecType, SampleEntry, TrackType, VideoCodecSpecific};
 
-use super::VideoLimits;
 use super::fourcc;
-use crate::Error;
+use super::VideoLimits;
 use crate::error::guarded;
+use crate::Error;
 
 /// One coded frame in decode order.
 #[derive(Clone, Copy, Debug)]
@@ -58,8 +58,11 @@ fn read(bytes: &[u8], limits: &VideoLimits) -> Result<VideoTrack, Error> {
     if context.mvex.is_some() {
         return Err(Error::UnsupportedContainer("fragmented MP4".into()));
     }
-    let videos: Vec<&mp4parse::Track> =
-        context.tracks.iter().filter(|t| t.track_type == TrackType::Video).collect();
+    let videos: Vec<&mp4parse::Track> = context
+        .tracks
+        .iter()
+        .filter(|t| t.track_type == TrackType::Video)
+        .collect();
     let Some(track) = videos.first() else {
         return Err(Error::Corrupt("MP4 has no video track".into()));
     };
@@ -74,7 +77,9 @@ fn read(bytes: &[u8], limits: &VideoLimits) -> Result<VideoTrack, Error> {
                 (avcc.to_vec(), u32::from(v.width), u32::from(v.height))
             }
             (CodecType::H264, _) => {
-                return Err(Error::Corrupt("MP4 H.264 track has no avcC configuration".into()));
+                return Err(Error::Corrupt(
+                    "MP4 H.264 track has no avcC configuration".into(),
+                ));
             }
             (codec, _) => return Err(unsupported(bytes, Some(codec))),
         },
@@ -89,7 +94,11 @@ fn read(bytes: &[u8], limits: &VideoLimits) -> Result<VideoTrack, Error> {
         .filter(|&t| t > 0)
         .ok_or_else(|| Error::Corrupt("MP4 video track has no timescale".into()))?;
     let count = track.stsz.as_ref().map_or(0, |s| {
-        if s.sample_size > 0 { track.stts.as_ref().map_or(0, count_stts) } else { s.sample_sizes.len() }
+        if s.sample_size > 0 {
+            track.stts.as_ref().map_or(0, count_stts)
+        } else {
+            s.sample_sizes.len()
+        }
     });
     if count > limits.max_samples {
         return Err(Error::TooLarge(format!(
@@ -147,7 +156,10 @@ fn read(bytes: &[u8], limits: &VideoLimits) -> Result<VideoTrack, Error> {
 }
 
 fn count_stts(stts: &mp4parse::TimeToSampleBox) -> usize {
-    stts.samples.iter().map(|s| s.sample_count as usize).fold(0, usize::saturating_add)
+    stts.samples
+        .iter()
+        .map(|s| s.sample_count as usize)
+        .fold(0, usize::saturating_add)
 }
 
 pub fn too_big(width: u32, height: u32, limits: &VideoLimits) -> Error {
@@ -159,7 +171,12 @@ pub fn too_big(width: u32, height: u32, limits: &VideoLimits) -> Error {
 
 /// The error for a video track that is not H.264, naming its codec.
 fn unsupported(bytes: &[u8], known: Option<&CodecType>) -> Error {
-    let from_box = fourcc::video_sample_entries(bytes).first().map(|c| fourcc::codec_name(c));
+    let code = fourcc::video_sample_entries(bytes).into_iter().next();
+    // An H.264 entry that mp4parse could not take (a damaged avcC) is damage, not another codec.
+    if let Some(code @ ("avc1" | "avc2" | "avc3" | "avc4")) = code.as_deref() {
+        return Error::Corrupt(format!("MP4 H.264 sample entry '{code}' could not be read"));
+    }
+    let from_box = code.map(|c| fourcc::codec_name(&c));
     let codec = from_box.unwrap_or_else(|| match known {
         Some(CodecType::MP4V) => "MPEG-4 Part 2".into(),
         Some(CodecType::VP9) => "VP9".into(),
@@ -169,5 +186,8 @@ fn unsupported(bytes: &[u8], known: Option<&CodecType>) -> Error {
         Some(CodecType::EncryptedVideo) => "encrypted video".into(),
         _ => "unknown".into(),
     });
-    Error::UnsupportedCodec { container: MP4.into(), codec }
+    Error::UnsupportedCodec {
+        container: MP4.into(),
+        codec,
+    }
 }

@@ -29,7 +29,10 @@ fn boxes(mut data: &[u8]) -> impl Iterator<Item = Bmff<'_>> {
         }
         let (this, rest) = data.split_at(size as usize);
         data = rest;
-        Some(Bmff { kind, body: &this[header as usize..] })
+        Some(Bmff {
+            kind,
+            body: &this[header as usize..],
+        })
     })
 }
 
@@ -39,10 +42,14 @@ fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
 
 /// Sample-entry codes of the tracks whose handler is `vide`, in file order.
 pub fn video_sample_entries(file: &[u8]) -> Vec<String> {
-    let Some(moov) = child(file, b"moov") else { return Vec::new() };
+    let Some(moov) = child(file, b"moov") else {
+        return Vec::new();
+    };
     let mut codes = Vec::new();
     for trak in boxes(moov).filter(|b| &b.kind == b"trak") {
-        let Some(mdia) = child(trak.body, b"mdia") else { continue };
+        let Some(mdia) = child(trak.body, b"mdia") else {
+            continue;
+        };
         // hdlr: version/flags (4), pre_defined (4), handler_type (4).
         let is_video = child(mdia, b"hdlr").is_some_and(|h| h.get(8..12) == Some(b"vide"));
         let stsd = child(mdia, b"minf")

@@ -22,10 +22,10 @@ use openh264::decoder::{DecodedYUV, Decoder, DecoderConfig, Flush};
 use openh264::formats::YUVSource;
 use openh264::OpenH264API;
 
-use super::demux::{VideoTrack, too_big};
+use super::demux::{too_big, VideoTrack};
 use super::{Frame, VideoLimits};
-use crate::Error;
 use crate::error::guarded;
+use crate::Error;
 
 const START_CODE: [u8; 4] = [0, 0, 0, 1];
 const NAL_SPS: u8 = 7;
@@ -54,8 +54,10 @@ pub fn decode_chosen(
 ) -> Result<Vec<Frame>, Error> {
     let config = guarded("H.264 configuration", || read_avcc(&track.avcc, limits))?;
     // decode index -> presentation index, for the chosen frames.
-    let wanted: BTreeMap<usize, usize> =
-        chosen.iter().map(|&p| (track.by_presentation[p], p)).collect();
+    let wanted: BTreeMap<usize, usize> = chosen
+        .iter()
+        .map(|&p| (track.by_presentation[p], p))
+        .collect();
     let sync: Vec<bool> = track.samples.iter().map(|s| s.sync).collect();
     let runs = plan_runs(&sync, wanted.keys().copied());
     let work: usize = runs.iter().map(|r| r.end - r.start + 1).sum();
@@ -94,7 +96,9 @@ fn read_avcc(avcc: &[u8], limits: &VideoLimits) -> Result<Config, Error> {
         .map_err(|e| Error::Corrupt(format!("H.264 avcC record is malformed: {e:?}")))?;
     let length_size = usize::from(record.length_size_minus_one()) + 1;
     if length_size == 3 {
-        return Err(Error::Corrupt("H.264 avcC gives a 3-byte NAL length, which is invalid".into()));
+        return Err(Error::Corrupt(
+            "H.264 avcC gives a 3-byte NAL length, which is invalid".into(),
+        ));
     }
     let mut header = Vec::new();
     for sps in record.sequence_parameter_sets() {
@@ -108,7 +112,10 @@ fn read_avcc(avcc: &[u8], limits: &VideoLimits) -> Result<Config, Error> {
         header.extend_from_slice(&START_CODE);
         header.extend_from_slice(pps);
     }
-    Ok(Config { header, length_size })
+    Ok(Config {
+        header,
+        length_size,
+    })
 }
 
 /// Refuses an SPS whose coded picture is over the limits (or that cannot be read).
@@ -142,9 +149,13 @@ fn annex_b(
     let mut rest = sample;
     while !rest.is_empty() {
         if rest.len() < length_size {
-            return Err(Error::Corrupt("H.264 sample ends inside a NAL length".into()));
+            return Err(Error::Corrupt(
+                "H.264 sample ends inside a NAL length".into(),
+            ));
         }
-        let len = rest[..length_size].iter().fold(0usize, |n, &b| (n << 8) | usize::from(b));
+        let len = rest[..length_size]
+            .iter()
+            .fold(0usize, |n, &b| (n << 8) | usize::from(b));
         rest = &rest[length_size..];
         if len > rest.len() {
             return Err(Error::Corrupt(format!(
@@ -183,14 +194,26 @@ fn decode_run(
     let decoder_config = DecoderConfig::new().flush_after_decode(Flush::NoFlush);
     let mut decoder = Decoder::with_api_config(OpenH264API::from_source(), decoder_config)
         .map_err(|e| Error::Corrupt(format!("H.264 decoder could not start: {e}")))?;
-    let mut output = Output { track, display: &display, wanted, limits, frames, count: 0 };
+    let mut output = Output {
+        track,
+        display: &display,
+        wanted,
+        limits,
+        frames,
+        count: 0,
+    };
     decoder
         .decode(&config.header)
         .map_err(|e| Error::Corrupt(format!("H.264 parameter sets were refused: {e}")))?;
     let mut packet = Vec::new();
     for i in run.start..=run.end {
         let sample = &track.samples[i];
-        annex_b(&bytes[sample.start..sample.end], config.length_size, limits, &mut packet)?;
+        annex_b(
+            &bytes[sample.start..sample.end],
+            config.length_size,
+            limits,
+            &mut packet,
+        )?;
         let picture = decoder
             .decode(&packet)
             .map_err(|e| Error::Corrupt(format!("H.264 frame {i} could not be decoded: {e}")))?;
@@ -227,11 +250,15 @@ struct Output<'a> {
 impl Output<'_> {
     fn take(&mut self, picture: &DecodedYUV<'_>) -> Result<(), Error> {
         let Some(&sample) = self.display.get(self.count) else {
-            return Err(Error::Corrupt("H.264 decoder gave more pictures than frames".into()));
+            return Err(Error::Corrupt(
+                "H.264 decoder gave more pictures than frames".into(),
+            ));
         };
         self.count += 1;
         // Runs do not overlap, so each wanted frame comes out once.
-        let Some(&index) = self.wanted.get(&sample) else { return Ok(()) };
+        let Some(&index) = self.wanted.get(&sample) else {
+            return Ok(());
+        };
         let (width, height) = picture.dimensions();
         if width as u64 > u64::from(self.limits.max_width)
             || height as u64 > u64::from(self.limits.max_height)
@@ -243,7 +270,11 @@ impl Output<'_> {
         let image = RgbImage::from_raw(width as u32, height as u32, rgb)
             .ok_or_else(|| Error::Corrupt("H.264 picture has an odd size".into()))?;
         let time_s = self.track.samples[sample].pts as f64 / self.track.timescale as f64;
-        self.frames.push(Frame { time_s, index, image });
+        self.frames.push(Frame {
+            time_s,
+            index,
+            image,
+        });
         Ok(())
     }
 }
@@ -256,14 +287,23 @@ mod tests {
     fn runs_start_at_the_key_frame_before_and_merge() {
         // Key frames at 0 and 4.
         let sync = [true, false, false, false, true, false, false, false];
-        assert_eq!(plan_runs(&sync, [1, 2].into_iter()), vec![Run { start: 0, end: 2 }]);
+        assert_eq!(
+            plan_runs(&sync, [1, 2].into_iter()),
+            vec![Run { start: 0, end: 2 }]
+        );
         assert_eq!(
             plan_runs(&sync, [2, 6].into_iter()),
             vec![Run { start: 0, end: 2 }, Run { start: 4, end: 6 }]
         );
-        assert_eq!(plan_runs(&sync, [4, 5, 7].into_iter()), vec![Run { start: 4, end: 7 }]);
+        assert_eq!(
+            plan_runs(&sync, [4, 5, 7].into_iter()),
+            vec![Run { start: 4, end: 7 }]
+        );
         // No key frame at all: from the first sample.
-        assert_eq!(plan_runs(&[false; 3], [2].into_iter()), vec![Run { start: 0, end: 2 }]);
+        assert_eq!(
+            plan_runs(&[false; 3], [2].into_iter()),
+            vec![Run { start: 0, end: 2 }]
+        );
     }
 
     #[test]
@@ -275,7 +315,13 @@ mod tests {
         annex_b(&sample, 4, &limits, &mut out).unwrap();
         assert_eq!(out, [0, 0, 0, 1, 0x65, 0xaa, 0, 0, 0, 1, 0x41]);
         let overrun = [0, 0, 0, 9, 0x65];
-        assert!(matches!(annex_b(&overrun, 4, &limits, &mut out), Err(Error::Corrupt(_))));
-        assert!(matches!(annex_b(&[0, 0], 4, &limits, &mut out), Err(Error::Corrupt(_))));
+        assert!(matches!(
+            annex_b(&overrun, 4, &limits, &mut out),
+            Err(Error::Corrupt(_))
+        ));
+        assert!(matches!(
+            annex_b(&[0, 0], 4, &limits, &mut out),
+            Err(Error::Corrupt(_))
+        ));
     }
 }

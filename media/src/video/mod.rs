@@ -86,7 +86,10 @@ impl SampleOptions {
 
 impl Default for SampleOptions {
     fn default() -> Self {
-        SampleOptions { fps: Self::DEFAULT_FPS, max_frames: Self::DEFAULT_MAX_FRAMES }
+        SampleOptions {
+            fps: Self::DEFAULT_FPS,
+            max_frames: Self::DEFAULT_MAX_FRAMES,
+        }
     }
 }
 
@@ -135,7 +138,11 @@ pub struct VideoInfo {
 
 /// The headers of an MP4/H.264 video: the same checks and errors as [`sample_frames`] up to
 /// decoding.
-pub fn probe(bytes: &[u8], options: &SampleOptions, limits: &VideoLimits) -> Result<VideoInfo, Error> {
+pub fn probe(
+    bytes: &[u8],
+    options: &SampleOptions,
+    limits: &VideoLimits,
+) -> Result<VideoInfo, Error> {
     options.validate()?;
     if bytes.len() as u64 > limits.max_bytes {
         return Err(Error::TooLarge(format!(
@@ -146,7 +153,12 @@ pub fn probe(bytes: &[u8], options: &SampleOptions, limits: &VideoLimits) -> Res
     }
     container::require_iso_bmff(bytes)?;
     let track = demux::video_track(bytes, limits)?;
-    let chosen = sampling::choose(&track.presentation, track.timescale, track.duration, options);
+    let chosen = sampling::choose(
+        &track.presentation,
+        track.timescale,
+        track.duration,
+        options,
+    );
     Ok(VideoInfo {
         width: track.width,
         height: track.height,
@@ -172,7 +184,12 @@ pub fn sample_frames(
     }
     container::require_iso_bmff(bytes)?;
     let track = demux::video_track(bytes, limits)?;
-    let chosen = sampling::choose(&track.presentation, track.timescale, track.duration, options);
+    let chosen = sampling::choose(
+        &track.presentation,
+        track.timescale,
+        track.duration,
+        options,
+    );
     h264::decode_chosen(bytes, &track, &chosen, limits)
 }
 
