@@ -227,11 +227,17 @@ fn truncated_or_damaged_files_are_errors() {
         );
     }
     // A damaged avcC box inside an avc1 entry is damage, not "unsupported codec H.264".
-    let at = bytes.windows(4).position(|w| w == b"avcC").expect("avcC box");
+    let at = bytes
+        .windows(4)
+        .position(|w| w == b"avcC")
+        .expect("avcC box");
     let mut no_avcc = bytes.clone();
     no_avcc[at + 3] = b'X';
     let err = sample_frames(&no_avcc, &SampleOptions::default(), &VideoLimits::default());
-    assert!(matches!(&err, Err(Error::Corrupt(m)) if m.contains("avc1")), "{err:?}");
+    assert!(
+        matches!(&err, Err(Error::Corrupt(m)) if m.contains("avc1")),
+        "{err:?}"
+    );
     // Bytes flipped all through the file, the sample data included: an error or frames, never
     // a panic or a hang.
     for step in [7, 31, 101] {
