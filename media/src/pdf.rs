@@ -19,6 +19,9 @@ use image::RgbImage;
 use crate::error::guarded;
 use crate::Error;
 
+/// Largest `max_side` accepted.
+pub const MAX_SIDE: u32 = 16384;
+
 /// How pages are rendered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PdfOptions {
@@ -63,10 +66,18 @@ pub fn render_pages(bytes: &[u8], options: &PdfOptions) -> Result<RenderedPdf, E
     if options.max_pages == 0 {
         return Err(Error::InvalidOption("max_pages must be at least 1".into()));
     }
-    if !(options.dpi > 0.0 && options.dpi.is_finite()) || options.max_side == 0 {
-        return Err(Error::InvalidOption(
-            "dpi and max_side must be positive".into(),
-        ));
+    if !(options.dpi > 0.0 && options.dpi.is_finite()) {
+        return Err(Error::InvalidOption(format!(
+            "dpi must be positive, got {}",
+            options.dpi
+        )));
+    }
+    // The renderer's pixmaps are at most 65535 pixels a side; far less is useful to a model.
+    if !(1..=MAX_SIDE).contains(&options.max_side) {
+        return Err(Error::InvalidOption(format!(
+            "max_side must be in 1..={MAX_SIDE}, got {}",
+            options.max_side
+        )));
     }
     guarded("PDF", || render_guarded(bytes, options))
 }

@@ -67,14 +67,34 @@ fn page_count_is_capped() {
         (3, 2, true)
     );
     assert_near(at(&pdf.pages[1], 0.25, 0.5), [30, 160, 30], "page 2 left");
-    let err = render_pages(
-        &scan3(),
-        &PdfOptions {
+    for bad in [
+        PdfOptions {
             max_pages: 0,
             ..PdfOptions::default()
         },
-    );
-    assert!(matches!(err, Err(Error::InvalidOption(_))), "{err:?}");
+        PdfOptions {
+            max_side: 0,
+            ..PdfOptions::default()
+        },
+        PdfOptions {
+            max_side: 70000,
+            ..PdfOptions::default()
+        },
+        PdfOptions {
+            dpi: 0.0,
+            ..PdfOptions::default()
+        },
+        PdfOptions {
+            dpi: f32::NAN,
+            ..PdfOptions::default()
+        },
+    ] {
+        let err = render_pages(&scan3(), &bad);
+        assert!(
+            matches!(err, Err(Error::InvalidOption(_))),
+            "{bad:?}: {err:?}"
+        );
+    }
 }
 
 #[test]
