@@ -270,14 +270,15 @@ fn limits_are_checked_before_decoding() {
         matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames")),
         "{err:?}"
     );
-    // Every frame needs 32 decoded; the defaults need only the 4 key frames.
+    // Every frame needs 32 decoded; the defaults need only the 4 key frames. The budget counts
+    // pixels of the coded 64x48 frames.
     let short = VideoLimits {
-        max_decoded: 5,
+        max_decoded_pixels: 5 * 64 * 48,
         ..VideoLimits::default()
     };
     let err = sample_frames(&bytes, &opts(60.0, 64), &short);
     assert!(
-        matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames decoded")),
+        matches!(&err, Err(Error::TooLarge(m)) if m.contains("32 frames decoded (98304 pixels)")),
         "{err:?}"
     );
     assert_eq!(

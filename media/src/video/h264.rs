@@ -36,6 +36,9 @@ struct Config {
     header: Vec<u8>,
     /// Bytes of each NAL unit's length prefix (1, 2 or 4).
     length_size: usize,
+    /// Coded pixels of a picture (the largest avcC SPS; the limit's size when avcC has none).
+    /// In-band SPS may not exceed it, so the decoding budget below holds for the whole run.
+    coded_pixels: u64,
 }
 
 /// One decoder pass over `samples[start..=end]` (decode order).
@@ -61,11 +64,12 @@ pub fn decode_chosen(
     let sync: Vec<bool> = track.samples.iter().map(|s| s.sync).collect();
     let runs = plan_runs(&sync, wanted.keys().copied());
     let work: usize = runs.iter().map(|r| r.end - r.start + 1).sum();
-    if work > limits.max_decoded {
+    let pixels = (work as u64).saturating_mul(config.coded_pixels);
+    if pixels > limits.max_decoded_pixels {
         return Err(Error::TooLarge(format!(
-            "reaching the chosen frames needs {work} frames decoded, over the limit of {} \
-             (too few key frames for a video this long)",
-            limits.max_decoded
+            "reaching the chosen frames needs {work} frames decoded ({pixels} pixels), over the \
+             limit of {} pixels (too few key frames for a video this long)",
+            limits.max_decoded_pixels
         )));
     }
     let mut frames: Vec<Frame> = Vec::with_capacity(chosen.len());
@@ -101,9 +105,10 @@ fn read_avcc(avcc: &[u8], limits: &VideoLimits) -> Result<Config, Error> {
         ));
     }
     let mut header = Vec::new();
+    let mut coded_pixels = 0;
     for sps in record.sequence_parameter_sets() {
         let sps = sps.map_err(|e| Error::Corrupt(format!("H.264 SPS in avcC: {e:?}")))?;
-        check_sps(sps, limits)?;
+        coded_pixels = coded_pixels.max(check_sps(sps, limits)?);
         header.extend_from_slice(&START_CODE);
         header.extend_from_slice(sps);
     }
@@ -112,14 +117,18 @@ fn read_avcc(avcc: &[u8], limits: &VideoLimits) -> Result<Config, Error> {
         header.extend_from_slice(&START_CODE);
         header.extend_from_slice(pps);
     }
+    if coded_pixels == 0 {
+        coded_pixels = u64::from(limits.max_width) * u64::from(limits.max_height);
+    }
     Ok(Config {
         header,
         length_size,
+        coded_pixels,
     })
 }
 
-/// Refuses an SPS whose coded picture is over the limits (or that cannot be read).
-fn check_sps(nal: &[u8], limits: &VideoLimits) -> Result<(), Error> {
+/// The coded pixels of an SPS's picture; an error when over the limits or unreadable.
+fn check_sps(nal: &[u8], limits: &VideoLimits) -> Result<u64, Error> {
     if nal.is_empty() {
         return Err(Error::Corrupt("H.264 SPS is empty".into()));
     }
@@ -135,16 +144,17 @@ fn check_sps(nal: &[u8], limits: &VideoLimits) -> Result<(), Error> {
         let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         return Err(too_big(clamp(width), clamp(height), limits));
     }
-    Ok(())
+    Ok(width * height)
 }
 
 /// One sample as Annex B, checking any in-band SPS on the way.
 fn annex_b(
     sample: &[u8],
-    length_size: usize,
+    config: &Config,
     limits: &VideoLimits,
     out: &mut Vec<u8>,
 ) -> Result<(), Error> {
+    let length_size = config.length_size;
     out.clear();
     let mut rest = sample;
     while !rest.is_empty() {
@@ -169,7 +179,12 @@ fn annex_b(
             continue;
         }
         if nal[0] & 0x1f == NAL_SPS {
-            guarded("H.264 SPS", || check_sps(nal, limits))?;
+            let pixels = guarded("H.264 SPS", || check_sps(nal, limits))?;
+            if pixels > config.coded_pixels {
+                return Err(Error::Corrupt(
+                    "H.264 stream grows its frame size mid-stream (not supported)".into(),
+                ));
+            }
         }
         out.extend_from_slice(&START_CODE);
         out.extend_from_slice(nal);
@@ -210,7 +225,7 @@ fn decode_run(
         let sample = &track.samples[i];
         annex_b(
             &bytes[sample.start..sample.end],
-            config.length_size,
+            config,
             limits,
             &mut packet,
         )?;
@@ -309,18 +324,23 @@ mod tests {
     #[test]
     fn annex_b_rewrites_lengths_and_refuses_overruns() {
         let limits = VideoLimits::default();
+        let config = Config {
+            header: Vec::new(),
+            length_size: 4,
+            coded_pixels: 64 * 48,
+        };
         let mut out = Vec::new();
         // Two NAL units (types 5 and 1) with 4-byte lengths.
         let sample = [0, 0, 0, 2, 0x65, 0xaa, 0, 0, 0, 1, 0x41];
-        annex_b(&sample, 4, &limits, &mut out).unwrap();
+        annex_b(&sample, &config, &limits, &mut out).unwrap();
         assert_eq!(out, [0, 0, 0, 1, 0x65, 0xaa, 0, 0, 0, 1, 0x41]);
         let overrun = [0, 0, 0, 9, 0x65];
         assert!(matches!(
-            annex_b(&overrun, 4, &limits, &mut out),
+            annex_b(&overrun, &config, &limits, &mut out),
             Err(Error::Corrupt(_))
         ));
         assert!(matches!(
-            annex_b(&[0, 0], 4, &limits, &mut out),
+            annex_b(&[0, 0], &config, &limits, &mut out),
             Err(Error::Corrupt(_))
         ));
     }

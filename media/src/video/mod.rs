@@ -13,8 +13,8 @@
 //! come back in presentation order, each with its own presentation time.
 //!
 //! Bounds, all checked before decoding: file size, sample count, frame size (from the container
-//! and from every SPS, also in-band ones), and the number of samples the decoder must run through
-//! to reach the chosen frames. Memory is then at most `max_frames` RGB frames plus one decoder.
+//! and from every SPS, also in-band ones), and the pixels the decoder must produce to reach the
+//! chosen frames (frames decoded from the key frames before them, times the coded size). Memory is then at most `max_frames` RGB frames plus one decoder.
 
 mod container;
 mod demux;
@@ -103,8 +103,9 @@ pub struct VideoLimits {
     pub max_height: u32,
     /// Most samples (frames) the video track may have.
     pub max_samples: usize,
-    /// Most samples the decoder may run through to reach the chosen frames (decoding time).
-    pub max_decoded: usize,
+    /// Most pixels the decoder may produce to reach the chosen frames (frames decoded times
+    /// the coded frame size): bounds decoding time, which grows with both.
+    pub max_decoded_pixels: u64,
 }
 
 impl Default for VideoLimits {
@@ -116,8 +117,9 @@ impl Default for VideoLimits {
             max_height: 2160,
             // An hour at 60 fps.
             max_samples: 216_000,
-            // Ten minutes of 30 fps.
-            max_decoded: 18_000,
+            // 2000 frames of 1080p: 16 frames of a video with a key frame every 2 s at 60 fps
+            // need under 2000 decoded.
+            max_decoded_pixels: 2000 * 1920 * 1088,
         }
     }
 }
