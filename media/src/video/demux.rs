@@ -22,7 +22,7 @@ pub struct Sample {
     pub sync: bool,
 }
 
-/// The first H.264 video track.
+/// The first video track (H.264: anything else is refused while reading).
 #[derive(Debug)]
 pub struct VideoTrack {
     /// The avcC record (SPS, PPS, NAL length size).
