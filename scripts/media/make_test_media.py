@@ -26,7 +26,31 @@ def colour(i):
     return (28 + (60 + 97 * i) % 200, 28 + (20 + 151 * i) % 200, 28 + (140 + 59 * i) % 200)
 
 
-def write_video(name, container_format, codec, width, height, fps, frames, options, pix_fmt="yuv420p"):
+def solid(i, width, height):
+    return Image.new("RGB", (width, height), colour(i))
+
+
+def moving(i, width, height):
+    """Frame i of the moving test: rows 0-15 solid colour(i) (which frame it is), below them a
+    ramp that moves 16 levels a frame in red and 7 in green over a checkerboard in blue that
+    flips every 10 frames (motion, texture and sharp edges for the coder's tools)."""
+    img = Image.new("RGB", (width, height))
+    px = img.load()
+    for y in range(height):
+        for x in range(width):
+            if y < 16:
+                px[x, y] = colour(i)
+            else:
+                px[x, y] = moving_pixel(i, x, y)
+    return img
+
+
+def moving_pixel(i, x, y):
+    return ((x + 16 * i) % 256, (3 * y + 7 * i) % 256, ((x // 16 + y // 16 + i // 10) % 2) * 200 + 20)
+
+
+def write_video(name, container_format, codec, width, height, fps, frames, options, pix_fmt="yuv420p",
+                draw=solid):
     path = os.path.join(OUT, name)
     with av.open(path, "w", format=container_format) as out:
         stream = out.add_stream(codec, rate=fps)
@@ -35,7 +59,7 @@ def write_video(name, container_format, codec, width, height, fps, frames, optio
         stream.pix_fmt = pix_fmt
         stream.options = options
         for i in range(frames):
-            img = Image.new("RGB", (width, height), colour(i))
+            img = draw(i, width, height)
             frame = av.VideoFrame.from_image(img).reformat(format=pix_fmt)
             frame.pts = i
             for packet in stream.encode(frame):
@@ -84,6 +108,10 @@ def main():
     write_video("h264_bframes.mp4", "mp4", "libx264", 48, 32, 10, 30,
                 {"profile": "high", "bf": "2", "g": "10", "keyint_min": "10", "sc_threshold": "0",
                  "crf": "10", "b_strategy": "0"})
+    # H.264 High as x264's default preset makes it (CABAC, 8x8 transform, weighted prediction,
+    # B-pyramid, one key frame), with motion: 2 s at 30 fps.
+    write_video("h264_high_moving.mp4", "mp4", "libx264", 128, 72, 30, 60,
+                {"preset": "medium", "crf": "20"}, draw=moving)
     # Codecs the crate does not decode, each must be refused by name.
     write_video("mpeg4_part2.mp4", "mp4", "mpeg4", 32, 32, 4, 4, {"qscale": "4"})
     write_video("hevc.mp4", "mp4", "libx265", 64, 64, 4, 4,
