@@ -12,9 +12,11 @@
 //! presentation time is at or before it); a source frame picked twice is returned once. Frames
 //! come back in presentation order, each with its own presentation time.
 //!
-//! Bounds, all checked before decoding: file size, sample count, frame size (from the container
-//! and from every SPS, also in-band ones), and the pixels the decoder must produce to reach the
-//! chosen frames (frames decoded from the key frames before them, times the coded size). Memory is then at most `max_frames` RGB frames plus one decoder.
+//! Bounds, checked before decoding: file size, sample count, frame size (from the container and
+//! the avcC's SPS), and the pixels the decoder must produce to reach the chosen frames (frames
+//! decoded from the key frames before them, times the coded size). An in-band SPS is checked
+//! before the decoder sees it and may not grow the frame size. Memory is then at most
+//! `max_frames` RGB frames plus one decoder.
 
 mod container;
 mod demux;
