@@ -1,11 +1,11 @@
 //! Video uploads into frames: `sample_frames(bytes, options, limits)`.
 //!
 //! Reads MP4/MOV (ISO-BMFF) with H.264 video. The container is demuxed with `mp4parse`
-//! ([`demux`]), H.264 is decoded with OpenH264 built from the `openh264` crate's sources
-//! ([`h264`]). Anything else is an [`Error::UnsupportedCodec`] / [`Error::UnsupportedContainer`]
-//! naming what was found ([`container`], [`fourcc`]).
+//! (`demux.rs`), H.264 is decoded with OpenH264 built from the `openh264` crate's sources
+//! (`h264.rs`). Anything else is an [`Error::UnsupportedCodec`] / [`Error::UnsupportedContainer`]
+//! naming what was found (`container.rs`, `fourcc.rs`).
 //!
-//! Which frames ([`sampling`]): times are measured from the first displayed frame. With a video
+//! Which frames (`sampling.rs`): times are measured from the first displayed frame. With a video
 //! of duration `D` seconds, `fps` asks for frames at `0, 1/fps, 2/fps, ...` below `D`; when that is
 //! more than `max_frames`, the `max_frames` times are spread evenly instead: `k * D / max_frames`
 //! for `k = 0..max_frames`. Each time takes the frame on screen then (the last frame whose
