@@ -205,6 +205,11 @@ fn other_codecs_are_named() {
         (container.as_str(), codec.as_str()),
         ("MP4", "HEVC/H.265 (hev1)")
     );
+    // H.264 profiles OpenH264 does not decode are named too.
+    let (_, codec) = unsupported(&read("h264_444.mp4"));
+    assert_eq!(codec, "H.264 4:4:4 (High 4:4:4)");
+    let (_, codec) = unsupported(&read("h264_10bit.mp4"));
+    assert_eq!(codec, "H.264 10-bit (High 10 or above)");
     let (container, codec) = unsupported(&read("vp9.webm"));
     assert_eq!((container.as_str(), codec.as_str()), ("WebM", "VP9"));
     let message = Error::UnsupportedCodec { container, codec }.to_string();
@@ -323,6 +328,13 @@ fn probe_reads_headers_only() {
     )
     .unwrap_err()
     .is_unsupported());
+    // The SPS is read too: 10-bit H.264 is refused by the probe as by sampling.
+    let err = probe(
+        &read("h264_10bit.mp4"),
+        &SampleOptions::default(),
+        &VideoLimits::default(),
+    );
+    assert!(err.unwrap_err().is_unsupported());
 }
 
 /// The moving frame's lower part (rows 16..): see scripts/media/make_test_media.py.

@@ -116,6 +116,9 @@ def main():
     write_video("mpeg4_part2.mp4", "mp4", "mpeg4", 32, 32, 4, 4, {"qscale": "4"})
     write_video("hevc.mp4", "mp4", "libx265", 64, 64, 4, 4,
                 {"x265-params": "log-level=error"})
+    # H.264 that OpenH264 does not decode: 4:4:4 chroma (High 4:4:4 Predictive) and 10-bit.
+    write_video("h264_444.mp4", "mp4", "libx264", 32, 32, 4, 2, {"crf": "30"}, pix_fmt="yuv444p")
+    write_video("h264_10bit.mp4", "mp4", "libx264", 32, 32, 4, 2, {"crf": "30"}, pix_fmt="yuv420p10le")
     write_video("vp9.webm", "webm", "libvpx-vp9", 32, 32, 4, 4, {"crf": "30", "b": "0"})
     write_pdf()
 

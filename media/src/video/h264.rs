@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use h264_reader::avcc::AvcDecoderConfigurationRecord;
-use h264_reader::nal::sps::{FrameMbsFlags, SeqParameterSet};
+use h264_reader::nal::sps::{ChromaFormat, FrameMbsFlags, SeqParameterSet};
 use h264_reader::nal::{Nal, RefNal};
 use image::RgbImage;
 use openh264::decoder::{DecodedYUV, Decoder, DecoderConfig, Flush};
@@ -80,6 +80,11 @@ pub fn decode_chosen(
     Ok(frames)
 }
 
+/// The avcC checks of [`decode_chosen`] alone (profile, frame size), for a probe.
+pub fn check_avcc(avcc: &[u8], limits: &VideoLimits) -> Result<(), Error> {
+    guarded("H.264 configuration", || read_avcc(avcc, limits)).map(|_| ())
+}
+
 /// Groups the wanted decode indices (ascending) into runs from their preceding sync sample.
 fn plan_runs(sync: &[bool], wanted: impl Iterator<Item = usize>) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
@@ -134,6 +139,27 @@ fn check_sps(nal: &[u8], limits: &VideoLimits) -> Result<u64, Error> {
     }
     let sps = SeqParameterSet::from_bits(RefNal::new(nal, &[], true).rbsp_bits())
         .map_err(|e| Error::Corrupt(format!("H.264 SPS is malformed: {e:?}")))?;
+    // OpenH264 decodes 8-bit 4:2:0 (and 4:0:0) only: other H.264 is refused by name (415), not
+    // left to fail inside the decoder as damage.
+    let chroma = &sps.chroma_info;
+    let unsupported = |what: &str| Error::UnsupportedCodec {
+        container: "MP4".into(),
+        codec: format!("H.264 {what}"),
+    };
+    match chroma.chroma_format {
+        ChromaFormat::YUV420 | ChromaFormat::Monochrome => {}
+        ChromaFormat::YUV422 => return Err(unsupported("4:2:2 (High 4:2:2)")),
+        ChromaFormat::YUV444 => return Err(unsupported("4:4:4 (High 4:4:4)")),
+        ChromaFormat::Invalid(n) => {
+            return Err(Error::Corrupt(format!("H.264 SPS has chroma format {n}")));
+        }
+    }
+    let depth = 8 + chroma
+        .bit_depth_luma_minus8
+        .max(chroma.bit_depth_chroma_minus8);
+    if depth > 8 {
+        return Err(unsupported(&format!("{depth}-bit (High 10 or above)")));
+    }
     let field_factor = match sps.frame_mbs_flags {
         FrameMbsFlags::Frames => 1,
         FrameMbsFlags::Fields { .. } => 2,

@@ -157,6 +157,7 @@ pub fn probe(
     }
     container::require_iso_bmff(bytes)?;
     let track = demux::video_track(bytes, limits)?;
+    h264::check_avcc(&track.avcc, limits)?;
     let chosen = sampling::choose(
         &track.presentation,
         track.timescale,
