@@ -424,6 +424,19 @@ impl CpuBackend {
                 let table = &self.rope_tables[at].1;
                 ops::rope_apply(out, node.cols, table, *head_dim, *n_rot, *neox);
             }
+            Op::RopeMulti {
+                x,
+                head_dim,
+                n_rot,
+                base,
+                sections,
+                vision,
+                positions,
+            } => {
+                out.copy_from_slice(buf(x));
+                let table = ops::rope_multi_table(positions, *n_rot, *base, *sections, *vision);
+                ops::rope_apply(out, node.cols, &table, *head_dim, *n_rot, true);
+            }
             Op::KvStore { kv, layer, k, v } => {
                 let (k, v) = (k.0 as usize, v.0 as usize);
                 let (kb, vb) = (&self.bufs[k], &self.bufs[v]);

@@ -89,6 +89,42 @@ pub fn rope_table(
     cs
 }
 
+/// The (cos, sin) table of [`crate::backend::Op::RopeMulti`]: for each row, one angle per
+/// rotated pair, each from its section's position component. Angles are formed as llama.cpp
+/// forms them (a position times a frequency kept by repeated multiplication in f32).
+pub fn rope_multi_table(
+    positions: &[[u32; 4]],
+    n_rot: usize,
+    base: f32,
+    sections: [u32; 4],
+    vision: bool,
+) -> Vec<(f32, f32)> {
+    let half = n_rot / 2;
+    let s: [usize; 4] = sections.map(|v| v as usize);
+    let total = s.iter().sum::<usize>().max(1);
+    let dims = if vision { half } else { n_rot };
+    let step = base.powf(-2.0 / dims as f32);
+    let starts = [0, s[0], s[0] + s[1], s[0] + s[1] + s[2]];
+    let mut cs = Vec::with_capacity(positions.len() * half);
+    for p in positions {
+        // One running angle per component, as llama.cpp keeps them.
+        let mut theta = p.map(|v| v as f32);
+        for i in 0..half {
+            let sector = i % total;
+            let k = (0..4).rev().find(|&k| sector >= starts[k]).unwrap_or(0);
+            if vision && sector == starts[k] {
+                theta[k] = p[k] as f32;
+            }
+            let t = theta[k];
+            cs.push((t.cos(), t.sin()));
+            for th in &mut theta {
+                *th *= step;
+            }
+        }
+    }
+    cs
+}
+
 /// Applies a [`rope_table`] to each row of `x` (one row per position of the table).
 pub fn rope_apply(
     x: &mut [f32],

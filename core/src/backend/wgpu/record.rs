@@ -660,6 +660,13 @@ impl<'a> Recorder<'a> {
             Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
             Op::Input { data } => self.host_rows(i, data),
             Op::AvgPool2d { x, width, k, .. } => self.avg_pool_2d(i, *x, *width, *k, rows, cols)?,
+            Op::RopeMulti { .. } => {
+                return Err(BackendError::Unsupported(
+                    "the wgpu backend has no multi-component rotary embedding (Qwen2-VL's \
+                     M-RoPE and vision RoPE) yet: run this model on the CPU backend"
+                        .into(),
+                ));
+            }
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
                     return Err(BackendError::Unsupported(

@@ -8,7 +8,7 @@ use crate::backend::BackendError;
 use crate::gguf::{ModelFile, Value};
 
 /// Projector types (`clip.projector_type`) this crate can run.
-pub const SUPPORTED_PROJECTORS: &[&str] = &["gemma3"];
+pub const SUPPORTED_PROJECTORS: &[&str] = &["gemma3", "qwen2.5vl_merger"];
 
 /// Why an mmproj could not be read or run.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -32,6 +32,8 @@ pub enum VisionError {
 pub enum Projector {
     /// Gemma 3: `k × k` average pool of the patch grid, Gemma RMSNorm, linear projection.
     Gemma3,
+    /// Qwen2.5-VL: 2 × 2 patch merger (RMSNorm, two-layer GELU MLP) after a windowed ViT.
+    Qwen25VL,
 }
 
 /// The vision tower's shape (`clip.vision.*`).
@@ -99,6 +101,7 @@ impl Mmproj {
         }
         let projector = match g.get_str("clip.projector_type") {
             Some("gemma3") => Projector::Gemma3,
+            Some("qwen2.5vl_merger") => Projector::Qwen25VL,
             Some(p) => return Err(VisionError::UnsupportedProjector(p.to_string())),
             None => {
                 return Err(VisionError::Metadata {

@@ -4,5 +4,6 @@
 
 pub mod gemma3;
 pub mod mmproj;
+pub mod qwen25vl;
 
 pub use mmproj::{Mmproj, Projector, VisionError, VisionHparams};
