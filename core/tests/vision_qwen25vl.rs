@@ -82,7 +82,9 @@ fn bad_inputs_are_errors() {
     let mut be = CpuBackend::new(1);
     let enc = Qwen25Vision::load(&mm, &mut be).unwrap();
     // A side that is not a multiple of 28.
-    let e = enc.encode(&mut be, &[0.0; 3 * 30 * 28], 30, 28).unwrap_err();
+    let e = enc
+        .encode(&mut be, &[0.0; 3 * 30 * 28], 30, 28)
+        .unwrap_err();
     assert!(matches!(e, VisionError::Input(_)), "{e}");
     assert!(e.to_string().contains("28"), "{e}");
     // Too few values for the size.
@@ -121,10 +123,15 @@ fn embeddings_match_mtmd_and_transformers() {
         eprintln!(
             "{s:<18} {w}x{h} vs mtmd: cosine {c_m:.9} max-abs {d_m:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e}"
         );
-        if !(c_m >= 0.9999 && d_m <= 1e-3) {
+        // Weft runs in f32 as transformers does (its GELU too is the erf form), and lands
+        // within 5e-6 of it. mtmd is 1.7-2.3e-3 from both (as from transformers, see the data
+        // README): ggml rounds activations to f16 for its f16 weights (the patch im2col, the
+        // products, flash attention) and takes GELU's tanh form from an f16 table (with
+        // that form here, the distance to mtmd stays 1.6-2.3e-3, so rounding is most of it).
+        if !(c_m >= 0.9999995 && d_m <= 2.5e-3) {
             failures.push(format!("{s} vs mtmd: cosine {c_m}, max-abs {d_m}"));
         }
-        if !(c_h >= 0.9999 && d_h <= 1e-3) {
+        if !(c_h >= 0.99999999 && d_h <= 1e-5) {
             failures.push(format!("{s} vs transformers: cosine {c_h}, max-abs {d_h}"));
         }
     }

@@ -49,7 +49,10 @@ fn load_model() -> LoadedModel {
 /// The merged-token grid of an image's encoder input (28 px a token).
 fn grid_of(image: &serde_json::Value) -> (usize, usize) {
     let s = &image["pixel_shapes_bchw"][0];
-    let (h, w) = (s[2].as_u64().unwrap() as usize, s[3].as_u64().unwrap() as usize);
+    let (h, w) = (
+        s[2].as_u64().unwrap() as usize,
+        s[3].as_u64().unwrap() as usize,
+    );
     (h / 28, w / 28)
 }
 
@@ -118,7 +121,11 @@ fn forced_run(model: &mut LoadedModel, prompt: &Prompt, want: &[u32]) -> Vec<(u3
 
 /// Runs the greedy check of one image: Ok(note) when Weft's tokens equal the reference up to
 /// its first near-tie, Err(message) otherwise.
-fn check(model: &mut LoadedModel, image: &serde_json::Value, rows: &[f32]) -> Result<String, String> {
+fn check(
+    model: &mut LoadedModel,
+    image: &serde_json::Value,
+    rows: &[f32],
+) -> Result<String, String> {
     let name = image["image"].as_str().unwrap();
     let want = test_support::ids(&image["greedy"]);
     let margins: Vec<f64> = image["greedy_margin"]

@@ -222,6 +222,12 @@ impl Engine {
         let mut at = self.seqs.len(seq)?;
         let mut shift = self.rope_shifts.at(seq, at);
         let mut grid: Option<(usize, usize)> = None;
+        let needs_rope = mrope
+            && (shift != 0
+                || prompt
+                    .pieces
+                    .iter()
+                    .any(|p| matches!(p, PromptPiece::ImageGrid { .. })));
         for p in &prompt.pieces {
             match p {
                 PromptPiece::Tokens(t) => {
@@ -336,6 +342,13 @@ impl Engine {
         }
         if !cur.rows.is_empty() {
             steps.push(cur);
+        }
+        // Rotary positions equal to the cache positions need no special op (nor a backend
+        // that has it).
+        if !needs_rope {
+            for s in &mut steps {
+                s.rope.clear();
+            }
         }
         Ok(steps)
     }

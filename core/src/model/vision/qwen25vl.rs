@@ -20,7 +20,8 @@
 //! `clip.vision.wa_layer_indexes`. Then the merger: `rmsnorm(x)·post_ln`, each merged token's
 //! four rows concatenated (4·width), `W2·gelu(W0·c + b0) + b2` to the text width, and the
 //! tokens put back in row-major order of the merged grid. That is mtmd's `clip_graph_qwen2vl`
-//! for this projector; its GELU is the tanh form, as ggml's `ggml_gelu`.
+//! for this projector, except that the merger's GELU is the erf form of the model
+//! (transformers' `nn.GELU()`) where mtmd takes the tanh approximation.
 
 use std::sync::Arc;
 
@@ -348,11 +349,7 @@ impl Qwen25Vision {
             let v = lin(g, b.wv, b.bv, h);
             let q = g.rope_multi(q, hd, hd, ROPE_BASE, sections, true, positions.clone());
             let k = g.rope_multi(k, hd, hd, ROPE_BASE, sections, true, positions.clone());
-            let spans = if b.full {
-                all.clone()
-            } else {
-                windows.clone()
-            };
+            let spans = if b.full { all.clone() } else { windows.clone() };
             let a = g.encoder_attention(q, k, v, n_head, n_head, hd, scale, spans);
             let a = lin(g, b.wo, b.bo, a);
             x = g.add(x, a);
@@ -367,9 +364,7 @@ impl Qwen25Vision {
         // W0 · [x₀ x₁ x₂ x₃] as Σₖ W0ₖ · xₖ, xₖ the k-th patch row of every merged token.
         let mut y: Option<TensorId> = None;
         for (k, &w) in self.mm0.iter().enumerate() {
-            let rows: Vec<u32> = (0..grid.n_tokens())
-                .map(|t| (t * m2 + k) as u32)
-                .collect();
+            let rows: Vec<u32> = (0..grid.n_tokens()).map(|t| (t * m2 + k) as u32).collect();
             let xk = g.select_rows(x, rows);
             let p = g.matmul(w, xk);
             y = Some(match y {
@@ -379,7 +374,7 @@ impl Qwen25Vision {
         }
         let y = y.expect("a merge of at least one patch");
         let y = g.add_bias(y, self.mm0_b);
-        let y = g.gelu(y);
+        let y = g.gelu_erf(y);
         let y = lin(g, self.mm2, self.mm2_b, y);
         // Back from window order to the row-major grid.
         let mut back = vec![0u32; order.len()];
@@ -499,9 +494,7 @@ fn values(file: &ModelFile, name: &str, dims: &[u64]) -> Result<Vec<f32>, Vision
             .chunks_exact(2)
             .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect()),
-        t => Err(bad(format!(
-            "type {t:?} is not supported (f32, f16, bf16)"
-        ))),
+        t => Err(bad(format!("type {t:?} is not supported (f32, f16, bf16)"))),
     }
 }
 
