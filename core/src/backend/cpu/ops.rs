@@ -259,6 +259,35 @@ mod tests {
     }
 
     #[test]
+    fn multi_rope_tables() {
+        // Text M-RoPE with equal components is NeoX RoPE at that position.
+        let plain = rope_table(&[7, 300], 16, 1e6, None);
+        let multi = rope_multi_table(&[[7; 4], [300; 4]], 16, 1e6, [2, 3, 3, 0], false);
+        assert_eq!(plain, multi);
+        // Distinct components: pairs 0-1 turn by t, 2-4 by h, 5-7 by w, frequency base^(-i/8).
+        let m = rope_multi_table(&[[1, 2, 3, 0]], 16, 100.0, [2, 3, 3, 0], false);
+        for (i, &(c, s)) in m.iter().enumerate() {
+            let p = [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0][i];
+            let a = p * 100f32.powf(-(i as f32) / 8.0);
+            assert!(
+                (c - a.cos()).abs() < 1e-5 && (s - a.sin()).abs() < 1e-5,
+                "{i}"
+            );
+        }
+        // Vision: head size 8 (4 pairs), sections of 2 pairs; the exponent restarts at the
+        // second section, which turns by the column.
+        let v = rope_multi_table(&[[5, 9, 5, 9]], 8, 100.0, [2, 2, 2, 2], true);
+        let want = [5.0, 5.0 / 10.0, 9.0, 9.0 / 10.0];
+        for (i, &(c, s)) in v.iter().enumerate() {
+            let a: f32 = want[i];
+            assert!(
+                (c - a.cos()).abs() < 1e-5 && (s - a.sin()).abs() < 1e-5,
+                "{i}"
+            );
+        }
+    }
+
+    #[test]
     fn top_k_orders_and_breaks_ties_by_index() {
         let r = top_k(&[0.5, 2.0, -1.0, 2.0, 1.0], 3);
         assert_eq!(r, vec![(1, 2.0), (3, 2.0), (4, 1.0)]);
