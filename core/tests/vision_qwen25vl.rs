@@ -5,12 +5,14 @@
 //! compared with `S.embd.f32` (mtmd) and `S.hf_embd.f32` (transformers on the same input).
 
 mod vision_files;
+mod wgpu_support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
+use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::gguf::ModelFile;
 use weft_core::model::vision::qwen25vl::{Grid, Qwen25Vision};
 use weft_core::model::vision::{Mmproj, Projector, VisionError};
@@ -133,6 +135,37 @@ fn embeddings_match_mtmd_and_transformers() {
         }
         if !(c_h >= 0.99999999 && d_h <= 1e-5) {
             failures.push(format!("{s} vs transformers: cosine {c_h}, max-abs {d_h}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The same graph on the wgpu backend (its multi-component RoPE rotates by the CPU's own
+/// angles): against the CPU backend and transformers, on every image.
+#[test]
+fn wgpu_embeddings_match_the_cpu_and_transformers() {
+    let Some(mut gpu) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
+    let mm = mmproj();
+    let (mean, std) = (mm.hparams.image_mean, mm.hparams.image_std);
+    let enc = Qwen25Vision::load(&mm, &mut gpu).unwrap();
+    let mut cpu = CpuBackend::new(2);
+    let enc_cpu = Qwen25Vision::load(&mm, &mut cpu).unwrap();
+    let mut failures = Vec::new();
+    for s in IMAGES {
+        let (w, h, rgb) = read_png(&data(&format!("qwen25vl/{s}.pixels.0.png")));
+        let pixels = normalise(w, h, &rgb, mean, std);
+        let got = enc.encode(&mut gpu, &pixels, w, h).unwrap();
+        let on_cpu = enc_cpu.encode(&mut cpu, &pixels, w, h).unwrap();
+        let hf = read_f32(&data(&format!("qwen25vl/{s}.hf_embd.f32")));
+        let (c_c, d_c) = compare(&got, &on_cpu);
+        let (c_h, d_h) = compare(&got, &hf);
+        eprintln!(
+            "wgpu {s:<18} vs cpu: cosine {c_c:.9} max-abs {d_c:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e}"
+        );
+        if !(c_c >= 0.99999999 && d_c <= 1e-5 && c_h >= 0.99999999 && d_h <= 1e-5) {
+            failures.push(format!("{s}: vs cpu {c_c} / {d_c}, vs transformers {c_h} / {d_h}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

@@ -8,12 +8,14 @@
 //! between llama.cpp's own programs by a few hundredths).
 
 mod vision_files;
+mod wgpu_support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
+use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::engine::{EngineConfig, Prompt, PromptPiece};
 use weft_core::generation::GenParams;
 use weft_core::gguf::ModelFile;
@@ -41,9 +43,13 @@ fn index() -> serde_json::Value {
 }
 
 fn load_model() -> LoadedModel {
+    load_on(Box::new(CpuBackend::new(2)))
+}
+
+fn load_on(backend: Box<dyn weft_core::backend::Backend>) -> LoadedModel {
     let cfg = EngineConfig::default();
     let path = data("qwen25vl-tiny-q8_0.gguf");
-    LoadedModel::open(path, Box::new(CpuBackend::new(2)), cfg, &mut |_, _| {}).unwrap()
+    LoadedModel::open(path, backend, cfg, &mut |_, _| {}).unwrap()
 }
 
 /// The merged-token grid of an image's encoder input (28 px a token).
@@ -271,4 +277,24 @@ fn the_grid_changes_the_positions() {
     let err = e.prefill_prompt(seq, &bad).unwrap_err();
     assert!(err.to_string().contains("grid"), "{err}");
     e.free_sequence(seq).unwrap();
+}
+
+/// The same greedy runs from mtmd's embeddings on the wgpu backend (M-RoPE by the table
+/// kernel), held to the same rule.
+#[test]
+fn wgpu_greedy_after_mtmd_embeddings_matches_llamacpp() {
+    let Some(gpu) = wgpu_support::backend(&WgpuOptions::default()) else {
+        return;
+    };
+    let mut model = load_on(Box::new(gpu));
+    let idx = index();
+    let mut failures = Vec::new();
+    for image in idx["images"].as_array().unwrap() {
+        let rows = read_f32(&data(image["mtmd_embd"].as_str().unwrap()));
+        match check(&mut model, image, &rows) {
+            Ok(note) => eprintln!("wgpu: {note}"),
+            Err(e) => failures.push(format!("wgpu: {e}")),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -7,7 +7,7 @@ mod encoder;
 mod gemm_f32;
 mod grid_pool;
 mod matmul;
-mod ops;
+pub(crate) mod ops;
 mod pool;
 mod simd;
 
