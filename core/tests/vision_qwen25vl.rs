@@ -165,7 +165,9 @@ fn wgpu_embeddings_match_the_cpu_and_transformers() {
             "wgpu {s:<18} vs cpu: cosine {c_c:.9} max-abs {d_c:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e}"
         );
         if !(c_c >= 0.99999999 && d_c <= 1e-5 && c_h >= 0.99999999 && d_h <= 1e-5) {
-            failures.push(format!("{s}: vs cpu {c_c} / {d_c}, vs transformers {c_h} / {d_h}"));
+            failures.push(format!(
+                "{s}: vs cpu {c_c} / {d_c}, vs transformers {c_h} / {d_h}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
