@@ -54,6 +54,8 @@ pub const POOL: &str = include_str!("../wgsl/pool.wgsl");
 /// Average pooling of a grid of rows, a vision encoder's patch grid (entry point
 /// `avg_pool_2d`).
 pub const GRID_POOL: &str = include_str!("../wgsl/grid_pool.wgsl");
+/// Rotary embedding by a per-row table of angles (multi-component RoPE).
+pub const ROPE_TABLE: &str = include_str!("../wgsl/rope_table.wgsl");
 /// Row-wise softmax.
 pub const SOFTMAX: &str = include_str!("../wgsl/softmax.wgsl");
 /// Top-k (and argmax, k = 1) of each row.
@@ -239,6 +241,7 @@ pub fn all_modules() -> Vec<(String, String)> {
         ("encoder_attention", with_math(ENCODER_ATTENTION)),
         ("pool", POOL.to_string()),
         ("grid_pool", GRID_POOL.to_string()),
+        ("rope_table", ROPE_TABLE.to_string()),
     ] {
         v.push((name.to_string(), src));
     }

@@ -7,14 +7,14 @@ fn every_module_parses_and_validates() {
     let modules = weft_shaders::all_modules();
     // 9 weight types × (matmul, matmul_tiled) and the activation quantizer, each with the packed
     // built-ins and in core WGSL; 9 × embed; F16 again on native f16 bindings (matmul, embed);
-    // 7 other kernel families; 3 with reductions plus attention's native f16 cache, each
+    // 8 other kernel families; 3 with reductions plus attention's native f16 cache, each
     // without and with subgroups.
     assert_eq!(
         modules.len(),
         2 * (2 * weft_shaders::QUANT_TYPES.len() + 1)
             + weft_shaders::QUANT_TYPES.len()
             + 2
-            + 7
+            + 8
             + 2 * 4
     );
     let mut failures = Vec::new();

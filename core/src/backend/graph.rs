@@ -196,6 +196,25 @@ pub enum Op {
         height: usize,
         k: usize,
     },
+    /// Rotary embedding with several position components per row (Qwen2-VL's M-RoPE and its
+    /// vision tower's 2-D RoPE), NeoX pairs `(i, i + n_rot/2)` over the leading `n_rot`
+    /// elements of each head. Pair `i` belongs to section `s` of `sections` (counted in pairs,
+    /// cycling over their sum) and turns by `positions[row][s]` times a frequency:
+    /// - text (`vision` false): `base^(-2i/n_rot)`, as llama.cpp's `GGML_ROPE_TYPE_MROPE`;
+    /// - vision (`vision` true): the exponent restarts in each section,
+    ///   `base^(-2(i - start)/(n_rot/2))`, as `GGML_ROPE_TYPE_VISION` (n_rot = head size).
+    ///
+    /// A text row whose components are all equal turns exactly as [`Op::Rope`] with NeoX.
+    RopeMulti {
+        x: TensorId,
+        head_dim: usize,
+        n_rot: usize,
+        base: f32,
+        sections: [u32; 4],
+        vision: bool,
+        /// One `[t, h, w, e]` per row.
+        positions: Arc<[[u32; 4]]>,
+    },
 }
 
 impl Op {
@@ -218,7 +237,8 @@ impl Op {
             | TopK { x, .. }
             | GeluErf { x }
             | Pool { x, .. }
-            | AvgPool2d { x, .. } => vec![*x],
+            | AvgPool2d { x, .. }
+            | RopeMulti { x, .. } => vec![*x],
             Input { .. } => vec![],
             KvStore { k, v, .. } => vec![*k, *v],
             EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
@@ -248,6 +268,10 @@ pub struct Graph {
     /// Rows whose input is a given embedding instead of a token's (an image's rows in a
     /// prompt); [`Graph::embed`] puts them in place of the looked-up rows.
     pub row_embeddings: Option<RowEmbeddings>,
+    /// Rotary positions `[t, h, w, e]` of each row, for models with multimodal rotary
+    /// positions (Qwen2-VL's M-RoPE): an image's rows take grid positions. `None`: every
+    /// component is the row's step position.
+    pub rope_positions: Option<Arc<[[u32; 4]]>>,
     /// Row ranges `start..end` (one sequence, consecutive positions) whose rows attend to each
     /// other both ways: each row sees the cache up to the range's last position (Gemma 3
     /// decodes an image's tokens so). Every other row is causal.
@@ -271,6 +295,7 @@ impl Graph {
             nodes: Vec::new(),
             outputs: Vec::new(),
             row_embeddings: None,
+            rope_positions: None,
             bidirectional: Vec::new(),
         }
     }
@@ -579,6 +604,40 @@ impl Graph {
             k,
         };
         self.push(op, (width / k) * (height / k), cols)
+    }
+
+    /// Multi-component rotary embedding ([`Op::RopeMulti`]), one position vector per row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope_multi(
+        &mut self,
+        x: TensorId,
+        head_dim: usize,
+        n_rot: usize,
+        base: f32,
+        sections: [u32; 4],
+        vision: bool,
+        positions: Arc<[[u32; 4]]>,
+    ) -> TensorId {
+        let (rows, cols) = self.shape(x);
+        assert!(
+            cols.is_multiple_of(head_dim) && n_rot <= head_dim && n_rot.is_multiple_of(2),
+            "rope_multi shape"
+        );
+        assert_eq!(positions.len(), rows, "rope_multi: one position per row");
+        assert!(
+            sections.iter().any(|&s| s > 0),
+            "rope_multi: every section is empty"
+        );
+        let op = Op::RopeMulti {
+            x,
+            head_dim,
+            n_rot,
+            base,
+            sections,
+            vision,
+            positions,
+        };
+        self.push(op, rows, cols)
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`Engine::decode`] are the one-sequence conveniences on top. Generating text on them is
 //! [`generation`](crate::generation)'s work.
 
+mod mrope;
 mod prompt;
 mod step_async;
 
@@ -63,6 +64,8 @@ pub struct Engine {
     kv: KvCacheId,
     seqs: SeqTable,
     cfg: EngineConfig,
+    /// Rotary position shifts after images, for models with M-RoPE.
+    rope_shifts: mrope::RopeShifts,
 }
 
 impl Engine {
@@ -93,6 +96,7 @@ impl Engine {
             kv,
             seqs: SeqTable::new(&cfg.kv),
             cfg,
+            rope_shifts: mrope::RopeShifts::default(),
         })
     }
 
@@ -124,17 +128,23 @@ impl Engine {
 
     /// Takes a free sequence slot.
     pub fn new_sequence(&mut self) -> Result<u32, EngineError> {
-        Ok(self.seqs.acquire()?)
+        let seq = self.seqs.acquire()?;
+        self.rope_shifts.truncate(seq, 0);
+        Ok(seq)
     }
 
     /// Frees a sequence slot.
     pub fn free_sequence(&mut self, seq: u32) -> Result<(), EngineError> {
-        Ok(self.seqs.release(seq)?)
+        self.seqs.release(seq)?;
+        self.rope_shifts.truncate(seq, 0);
+        Ok(())
     }
 
     /// Forgets a sequence's positions from `len` on.
     pub fn truncate(&mut self, seq: u32, len: usize) -> Result<(), EngineError> {
-        Ok(self.seqs.truncate(seq, len)?)
+        self.seqs.truncate(seq, len)?;
+        self.rope_shifts.truncate(seq, len);
+        Ok(())
     }
 
     /// Starts sequence `dst` with the first `n` cached positions of sequence `src` (what it
@@ -151,11 +161,13 @@ impl Engine {
         }
         self.seqs.truncate(dst, 0)?;
         self.seqs.advance(dst, n)?;
+        self.rope_shifts.copy_prefix(src, dst, n);
         let copied = self
             .send_tables()
             .and_then(|_| Ok(self.backend.copy_prefix(self.kv, src, dst, n)?));
         if copied.is_err() {
             self.seqs.truncate(dst, 0)?;
+            self.rope_shifts.truncate(dst, 0);
             // The backend may hold part of the update: send every table again next time.
             self.seqs.mark_all_changed();
         }

@@ -4,7 +4,7 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::{Engine, EngineError, Row};
+use super::{mrope, Engine, EngineError, Row};
 
 /// One piece of a prompt.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,6 +20,11 @@ pub enum PromptPiece {
         n: usize,
         bidirectional: bool,
     },
+    /// Says that the next piece, [`PromptPiece::Embeddings`] of `rows × cols` rows, is an
+    /// image's tokens row by row. Models with multimodal rotary positions (Qwen2-VL's M-RoPE)
+    /// give them grid positions and continue the text after them from the largest + 1; other
+    /// models ignore it. Takes no position itself.
+    ImageGrid { rows: usize, cols: usize },
 }
 
 /// A prompt made of pieces.
@@ -46,6 +51,7 @@ impl Prompt {
             .map(|p| match p {
                 PromptPiece::Tokens(t) => t.len(),
                 PromptPiece::Embeddings { n, .. } => *n,
+                PromptPiece::ImageGrid { .. } => 0,
             })
             .sum()
     }
@@ -75,6 +81,7 @@ impl Prompt {
                         EMBD_KEY | (hi.finish() as u32 & !EMBD_KEY)
                     }));
                 }
+                PromptPiece::ImageGrid { .. } => {}
             }
         }
         keys
@@ -90,6 +97,7 @@ impl Prompt {
                 PromptPiece::Embeddings { n, .. } => {
                     ids.extend(std::iter::repeat_n(placeholder, *n))
                 }
+                PromptPiece::ImageGrid { .. } => {}
             }
         }
         ids
@@ -103,6 +111,7 @@ impl Prompt {
             let len = match p {
                 PromptPiece::Tokens(t) => t.len(),
                 PromptPiece::Embeddings { n, .. } => *n,
+                PromptPiece::ImageGrid { .. } => 0,
             };
             if let PromptPiece::Embeddings { .. } = p {
                 if n > at && n < at + len {
@@ -134,6 +143,12 @@ impl Prompt {
                         pieces.push(p.clone());
                     }
                 }
+                // Kept with the image it describes (when nothing before it is left).
+                PromptPiece::ImageGrid { .. } => {
+                    if left == 0 {
+                        pieces.push(p.clone());
+                    }
+                }
             }
         }
         Prompt { pieces }
@@ -146,6 +161,10 @@ struct PromptStep {
     given_rows: Vec<u32>,
     given: Vec<f32>,
     bidirectional: Vec<(u32, u32)>,
+    /// Rotary positions of the rows, for models with M-RoPE (else empty).
+    rope: Vec<[u32; 4]>,
+    /// The rotary shifts in force after this step's images: (cache position, shift).
+    shifts: Vec<(usize, i64)>,
 }
 
 impl Engine {
@@ -164,10 +183,16 @@ impl Engine {
                     });
                 }
                 g.bidirectional = s.bidirectional.clone();
+                if !s.rope.is_empty() {
+                    g.rope_positions = Some(s.rope.clone().into());
+                }
             })?;
             let result = self.backend.execute(&plan.graph, &plan.batch());
             if let Some(l) = self.finish_step(&plan, result)?.pop() {
                 last = l;
+            }
+            for &(from, shift) in &s.shifts {
+                self.rope_shifts.push(seq, from, shift);
             }
         }
         Ok(last)
@@ -187,9 +212,22 @@ impl Engine {
             given_rows: Vec::new(),
             given: Vec::new(),
             bidirectional: Vec::new(),
+            rope: Vec::new(),
+            shifts: Vec::new(),
         };
         let mut cur = new_step();
         let mut done = 0;
+        // M-RoPE: the next row's cache position, the rotary shift in force, a pending grid.
+        let mrope = self.model.rope_sections().is_some();
+        let mut at = self.seqs.len(seq)?;
+        let mut shift = self.rope_shifts.at(seq, at);
+        let mut grid: Option<(usize, usize)> = None;
+        let needs_rope = mrope
+            && (shift != 0
+                || prompt
+                    .pieces
+                    .iter()
+                    .any(|p| matches!(p, PromptPiece::ImageGrid { .. })));
         for p in &prompt.pieces {
             match p {
                 PromptPiece::Tokens(t) => {
@@ -208,7 +246,19 @@ impl Engine {
                             token,
                             logits: done == n,
                         });
+                        if mrope {
+                            cur.rope.push([(at as i64 + shift) as u32; 4]);
+                        }
+                        at += 1;
                     }
+                }
+                PromptPiece::ImageGrid { rows, cols } => {
+                    if grid.is_some() {
+                        return Err(EngineError::Invalid(
+                            "an image grid must be followed by its embedding rows".into(),
+                        ));
+                    }
+                    grid = Some((*rows, *cols));
                 }
                 PromptPiece::Embeddings {
                     data,
@@ -240,6 +290,22 @@ impl Engine {
                         steps.push(std::mem::replace(&mut cur, new_step()));
                     }
                     let start = cur.rows.len() as u32;
+                    let image = grid.take();
+                    let mut rope: Box<dyn Iterator<Item = [u32; 4]>> = match image {
+                        Some((r, c)) if r * c != *rows => {
+                            return Err(EngineError::Invalid(format!(
+                                "an image grid of {r} x {c} tokens does not match its {rows} \
+                                 embedding rows"
+                            )))
+                        }
+                        Some((r, c)) => {
+                            Box::new(mrope::image_rows((at as i64 + shift) as u32, r, c))
+                        }
+                        None => {
+                            let first = at as i64 + shift;
+                            Box::new((0..*rows as i64).map(move |i| [(first + i) as u32; 4]))
+                        }
+                    };
                     for row in data.chunks_exact(d) {
                         if cur.rows.len() == max {
                             steps.push(std::mem::replace(&mut cur, new_step()));
@@ -253,6 +319,15 @@ impl Engine {
                             token: 0,
                             logits: done == n,
                         });
+                        if let (true, Some(p)) = (mrope, rope.next()) {
+                            cur.rope.push(p);
+                        }
+                    }
+                    at += rows;
+                    if let (true, Some((r, c))) = (mrope, image) {
+                        // Text after the image goes on from its largest rotary position + 1.
+                        shift += r.max(c) as i64 - *rows as i64;
+                        cur.shifts.push((at, shift));
                     }
                     if *bidirectional {
                         cur.bidirectional.push((start, cur.rows.len() as u32));
@@ -260,8 +335,20 @@ impl Engine {
                 }
             }
         }
+        if grid.is_some() {
+            return Err(EngineError::Invalid(
+                "an image grid must be followed by its embedding rows".into(),
+            ));
+        }
         if !cur.rows.is_empty() {
             steps.push(cur);
+        }
+        // Rotary positions equal to the cache positions need no special op (nor a backend
+        // that has it).
+        if !needs_rope {
+            for s in &mut steps {
+                s.rope.clear();
+            }
         }
         Ok(steps)
     }

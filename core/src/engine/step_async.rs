@@ -77,6 +77,14 @@ impl Engine {
             .collect();
         let mut graph = Graph::new(rows.len());
         prepare(&mut graph);
+        // Rows of a sequence that holds an image continue from the image's rotary positions.
+        let seqs: Vec<u32> = rows.iter().map(|r| r.seq).collect();
+        if graph.rope_positions.is_none()
+            && self.model.rope_sections().is_some()
+            && seqs.iter().any(|&s| self.rope_shifts.has(s))
+        {
+            graph.rope_positions = Some(self.rope_shifts.text_rows(&seqs, &positions).into());
+        }
         let logits = self.model.build(&mut graph, self.kv, &out_rows);
         graph.output(logits);
         Ok(StepPlan {

@@ -36,6 +36,8 @@ pub struct Llama {
     eps: f32,
     tok_embd: Weight,
     rope_freqs: Option<Weight>,
+    /// M-RoPE sections (rotated pairs per position component), for `qwen2vl`.
+    rope_sections: Option<[u32; 4]>,
     blocks: Vec<Block>,
     output_norm: Weight,
     output: Weight,
@@ -97,10 +99,31 @@ impl Llama {
             eps,
             tok_embd,
             rope_freqs,
+            rope_sections: None,
             blocks,
             output_norm,
             output,
         })
+    }
+}
+
+impl Llama {
+    /// Turns on multimodal rotary positions with these sections (checked to fit the rotated
+    /// pairs of a head).
+    pub fn set_rope_sections(&mut self, sections: [u32; 4]) -> Result<(), ModelError> {
+        let pairs: u32 = sections.iter().sum();
+        if pairs as usize > self.n_rot / 2 || self.rope_freqs.is_some() {
+            return Err(ModelError::Metadata {
+                key: format!("{}.rope.dimension_sections", self.info.architecture),
+                message: format!(
+                    "sections {sections:?} hold more than the {} rotated pairs of a head (or \
+                     the model also has rope_freqs)",
+                    self.n_rot / 2
+                ),
+            });
+        }
+        self.rope_sections = Some(sections);
+        Ok(())
     }
 }
 
@@ -118,6 +141,10 @@ impl Model for Llama {
             window: None,
         };
         vec![spec; self.blocks.len()]
+    }
+
+    fn rope_sections(&self) -> Option<[u32; 4]> {
+        self.rope_sections
     }
 
     fn build(&self, g: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId {
@@ -143,8 +170,18 @@ impl Model for Llama {
             let q = proj(g, b.wq, blk.bq);
             let k = proj(g, b.wk, blk.bk);
             let v = proj(g, b.wv, blk.bv);
-            let q = g.rope(q, hd, self.n_rot, self.rope_base, neox, self.rope_freqs);
-            let k = g.rope(k, hd, self.n_rot, self.rope_base, neox, self.rope_freqs);
+            let (q, k) = match (self.rope_sections, g.rope_positions.clone()) {
+                (Some(sec), Some(pos)) => {
+                    let (r, base) = (self.n_rot, self.rope_base);
+                    let q = g.rope_multi(q, hd, r, base, sec, false, pos.clone());
+                    (q, g.rope_multi(k, hd, r, base, sec, false, pos))
+                }
+                // Without given positions every component is the step position: NeoX RoPE.
+                _ => (
+                    g.rope(q, hd, self.n_rot, self.rope_base, neox, self.rope_freqs),
+                    g.rope(k, hd, self.n_rot, self.rope_base, neox, self.rope_freqs),
+                ),
+            };
             let stored = g.kv_store(kv, il, k, v);
             let a = g.attention(q, stored, kv, il, self.n_head, hd, scale);
             let a = g.matmul(b.wo, a);

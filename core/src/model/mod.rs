@@ -16,7 +16,7 @@ use crate::backend::{Backend, BackendError, Graph, KvCacheId, KvLayerSpec, Tenso
 use crate::gguf::ModelFile;
 
 /// Architectures (`general.architecture`) this crate can run.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2", "qwen2vl"];
 
 /// Encoder architectures: embedding models, loaded with [`load_encoder`].
 pub const ENCODER_ARCHITECTURES: &[&str] = &["bert"];
@@ -36,6 +36,7 @@ pub const FAMILY_ROLES: &[(&str, Role)] = &[
     ("gemma3", Role::Generate),
     ("llama", Role::Generate),
     ("qwen2", Role::Generate),
+    ("qwen2vl", Role::Generate),
 ];
 
 /// The role of an architecture's models; None for architectures this crate cannot run.
@@ -80,6 +81,13 @@ pub trait Model: Send + Sync {
     /// (`output_rows.len() × n_embd`, before the output projection): what embeddings of a
     /// decoder are pooled from.
     fn build_hidden(&self, graph: &mut Graph, kv: KvCacheId, output_rows: &[u32]) -> TensorId;
+
+    /// Sections of multimodal rotary positions (Qwen2-VL's M-RoPE: rotated pairs per
+    /// temporal / height / width component), if the model uses them; it then reads
+    /// [`Graph::rope_positions`] when a step sets them.
+    fn rope_sections(&self) -> Option<[u32; 4]> {
+        None
+    }
 }
 
 /// Loads the model in `file` into `backend`. `progress(done, total)` is called as tensors load.
@@ -97,6 +105,7 @@ pub fn load(
     Ok(match arch.as_str() {
         "llama" => Box::new(llama::Llama::load(&mut loader, llama::Variant::Llama)?),
         "qwen2" => Box::new(qwen2::load(&mut loader)?),
+        "qwen2vl" => Box::new(qwen2::load_vl(&mut loader)?),
         "gemma3" => Box::new(gemma3::Gemma3::load(&mut loader)?),
         a if ENCODER_ARCHITECTURES.contains(&a) => return Err(ModelError::EmbeddingOnly(arch)),
         _ => return Err(ModelError::UnsupportedArchitecture(arch)),

@@ -285,9 +285,10 @@ impl CudaBackend {
                     scale
                 )?;
             }
-            Op::Input { .. } | Op::AvgPool2d { .. } => {
+            Op::Input { .. } | Op::AvgPool2d { .. } | Op::RopeMulti { .. } => {
                 return Err(BackendError::Unsupported(
-                    "the CUDA backend has no vision encoder ops (input rows, 2-D pooling) yet"
+                    "the CUDA backend has no vision encoder ops (input rows, 2-D pooling, \
+                     multi-component rotary embedding) yet"
                         .into(),
                 ));
             }

@@ -7,7 +7,7 @@ mod encoder;
 mod gemm_f32;
 mod grid_pool;
 mod matmul;
-mod ops;
+pub(crate) mod ops;
 mod pool;
 mod simd;
 
@@ -423,6 +423,19 @@ impl CpuBackend {
                 };
                 let table = &self.rope_tables[at].1;
                 ops::rope_apply(out, node.cols, table, *head_dim, *n_rot, *neox);
+            }
+            Op::RopeMulti {
+                x,
+                head_dim,
+                n_rot,
+                base,
+                sections,
+                vision,
+                positions,
+            } => {
+                out.copy_from_slice(buf(x));
+                let table = ops::rope_multi_table(positions, *n_rot, *base, *sections, *vision);
+                ops::rope_apply(out, node.cols, &table, *head_dim, *n_rot, true);
             }
             Op::KvStore { kv, layer, k, v } => {
                 let (k, v) = (k.0 as usize, v.0 as usize);

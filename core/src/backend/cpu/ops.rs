@@ -89,6 +89,42 @@ pub fn rope_table(
     cs
 }
 
+/// The (cos, sin) table of [`crate::backend::Op::RopeMulti`]: for each row, one angle per
+/// rotated pair, each from its section's position component. Angles are formed as llama.cpp
+/// forms them (a position times a frequency kept by repeated multiplication in f32).
+pub fn rope_multi_table(
+    positions: &[[u32; 4]],
+    n_rot: usize,
+    base: f32,
+    sections: [u32; 4],
+    vision: bool,
+) -> Vec<(f32, f32)> {
+    let half = n_rot / 2;
+    let s: [usize; 4] = sections.map(|v| v as usize);
+    let total = s.iter().sum::<usize>().max(1);
+    let dims = if vision { half } else { n_rot };
+    let step = base.powf(-2.0 / dims as f32);
+    let starts = [0, s[0], s[0] + s[1], s[0] + s[1] + s[2]];
+    let mut cs = Vec::with_capacity(positions.len() * half);
+    for p in positions {
+        // One running angle per component, as llama.cpp keeps them.
+        let mut theta = p.map(|v| v as f32);
+        for i in 0..half {
+            let sector = i % total;
+            let k = (0..4).rev().find(|&k| sector >= starts[k]).unwrap_or(0);
+            if vision && sector == starts[k] {
+                theta[k] = p[k] as f32;
+            }
+            let t = theta[k];
+            cs.push((t.cos(), t.sin()));
+            for th in &mut theta {
+                *th *= step;
+            }
+        }
+    }
+    cs
+}
+
 /// Applies a [`rope_table`] to each row of `x` (one row per position of the table).
 pub fn rope_apply(
     x: &mut [f32],
@@ -220,6 +256,35 @@ mod tests {
         let mut z = vec![0.3, -0.2, 0.1, 0.9];
         rope(&mut z, 4, &[0], 4, 4, 10000.0, true, None);
         assert_eq!(z, vec![0.3, -0.2, 0.1, 0.9]);
+    }
+
+    #[test]
+    fn multi_rope_tables() {
+        // Text M-RoPE with equal components is NeoX RoPE at that position.
+        let plain = rope_table(&[7, 300], 16, 1e6, None);
+        let multi = rope_multi_table(&[[7; 4], [300; 4]], 16, 1e6, [2, 3, 3, 0], false);
+        assert_eq!(plain, multi);
+        // Distinct components: pairs 0-1 turn by t, 2-4 by h, 5-7 by w, frequency base^(-i/8).
+        let m = rope_multi_table(&[[1, 2, 3, 0]], 16, 100.0, [2, 3, 3, 0], false);
+        for (i, &(c, s)) in m.iter().enumerate() {
+            let p = [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0][i];
+            let a = p * 100f32.powf(-(i as f32) / 8.0);
+            assert!(
+                (c - a.cos()).abs() < 1e-5 && (s - a.sin()).abs() < 1e-5,
+                "{i}"
+            );
+        }
+        // Vision: head size 8 (4 pairs), sections of 2 pairs; the exponent restarts at the
+        // second section, which turns by the column.
+        let v = rope_multi_table(&[[5, 9, 5, 9]], 8, 100.0, [2, 2, 2, 2], true);
+        let want = [5.0, 5.0 / 10.0, 9.0, 9.0 / 10.0];
+        for (i, &(c, s)) in v.iter().enumerate() {
+            let a: f32 = want[i];
+            assert!(
+                (c - a.cos()).abs() < 1e-5 && (s - a.sin()).abs() < 1e-5,
+                "{i}"
+            );
+        }
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub(super) enum Kernel {
     Pool,
     /// Average pooling of a grid of rows (a vision encoder's patch grid).
     GridPool,
+    /// Rotary embedding by a per-row table of angles (`Op::RopeMulti`).
+    RopeTable,
 }
 
 /// The `quant.wgsl` suffix of a weight type the kernels read directly, if any.
@@ -116,6 +118,7 @@ impl Kernel {
             Kernel::EncoderAttention => (s::with_math(s::ENCODER_ATTENTION), "attend"),
             Kernel::Pool => (s::POOL.to_string(), "pool"),
             Kernel::GridPool => (s::GRID_POOL.to_string(), "avg_pool_2d"),
+            Kernel::RopeTable => (s::ROPE_TABLE.to_string(), "main"),
         }
     }
 }

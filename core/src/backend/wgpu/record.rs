@@ -660,6 +660,41 @@ impl<'a> Recorder<'a> {
             Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
             Op::Input { data } => self.host_rows(i, data),
             Op::AvgPool2d { x, width, k, .. } => self.avg_pool_2d(i, *x, *width, *k, rows, cols)?,
+            Op::RopeMulti {
+                x,
+                head_dim,
+                n_rot,
+                base,
+                sections,
+                vision,
+                positions,
+            } => {
+                // The CPU backend's angles, formed on the host.
+                let table = crate::backend::cpu::ops::rope_multi_table(
+                    positions, *n_rot, *base, *sections, *vision,
+                );
+                let flat: Vec<f32> = table.iter().flat_map(|&(c, s)| [c, s]).collect();
+                let t = super::weights::storage_with(
+                    &self.gpu.device,
+                    "rope table",
+                    bytemuck::cast_slice(&flat),
+                );
+                let x = self.input(*x)?;
+                let out = self.output(i, rows * cols * 4);
+                let n = rows * cols;
+                let (gx, gy) = grid(n.div_ceil(256));
+                let p = [
+                    n as u32,
+                    cols as u32,
+                    *head_dim as u32,
+                    *n_rot as u32,
+                    gx * 256,
+                    0,
+                    0,
+                    0,
+                ];
+                self.dispatch(Kernel::RopeTable, vec![x, t, out], &p, (gx, gy, 1));
+            }
             Op::Softmax { x } => {
                 if rows > MAX_GROUPS as usize {
                     return Err(BackendError::Unsupported(

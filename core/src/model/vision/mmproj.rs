@@ -8,7 +8,7 @@ use crate::backend::BackendError;
 use crate::gguf::{ModelFile, Value};
 
 /// Projector types (`clip.projector_type`) this crate can run.
-pub const SUPPORTED_PROJECTORS: &[&str] = &["gemma3", "idefics3"];
+pub const SUPPORTED_PROJECTORS: &[&str] = &["gemma3", "idefics3", "qwen2.5vl_merger"];
 
 /// Why an mmproj could not be read or run.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -34,6 +34,8 @@ pub enum Projector {
     Gemma3,
     /// Idefics3 / SmolVLM: pixel shuffle by `scale_factor`, linear projection (no bias).
     Idefics3,
+    /// Qwen2.5-VL: 2 × 2 patch merger (RMSNorm, two-layer GELU MLP) after a windowed ViT.
+    Qwen25VL,
 }
 
 /// The vision tower's shape (`clip.vision.*`).
@@ -102,6 +104,7 @@ impl Mmproj {
         let projector = match g.get_str("clip.projector_type") {
             Some("gemma3") => Projector::Gemma3,
             Some("idefics3") => Projector::Idefics3,
+            Some("qwen2.5vl_merger") => Projector::Qwen25VL,
             Some(p) => return Err(VisionError::UnsupportedProjector(p.to_string())),
             None => {
                 return Err(VisionError::Metadata {

@@ -6,6 +6,7 @@ pub mod gemma3;
 pub mod idefics3;
 pub mod idefics3_prompt;
 pub mod mmproj;
+pub mod qwen25vl;
 pub mod siglip;
 
 pub use mmproj::{Mmproj, Projector, VisionError, VisionHparams};
