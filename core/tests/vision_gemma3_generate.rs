@@ -245,7 +245,11 @@ fn check_all(model: &mut LoadedModel, rows_of: &mut dyn FnMut(&serde_json::Value
         let name = image["image"].as_str().unwrap();
         let rows = rows_of(image);
         let refs = references(&off, image);
-        let got = greedy_run(&mut model.engine, &prompt_of(image, &rows), refs[0].0.tokens.len());
+        let got = greedy_run(
+            &mut model.engine,
+            &prompt_of(image, &rows),
+            refs[0].0.tokens.len(),
+        );
         let (ok, best, note) = judge(name, &got, &refs);
         total += best;
         eprintln!("{note}");
@@ -412,4 +416,3 @@ fn image_rows_drive_generation_and_key_the_cache() {
         .unwrap();
     assert_eq!(fresh.tokens, other.tokens);
 }
-

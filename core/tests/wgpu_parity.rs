@@ -543,7 +543,12 @@ fn bidirectional_case(dtype: KvDtype) {
     type Step = (Vec<u32>, Vec<u32>, Vec<u32>, Vec<(u32, u32)>);
     let steps: Vec<Step> = vec![
         ((0..9).collect(), (0..9).collect(), vec![0; 9], vec![(2, 6)]),
-        ((9..13).collect(), (0..4).collect(), vec![1; 4], vec![(0, 4)]),
+        (
+            (9..13).collect(),
+            (0..4).collect(),
+            vec![1; 4],
+            vec![(0, 4)],
+        ),
         (
             vec![20, 21, 22, 30],
             vec![9, 10, 11, 4],
@@ -556,7 +561,12 @@ fn bidirectional_case(dtype: KvDtype) {
         g.bidirectional = ranges.clone();
         let res = p.run(&g, tokens, pos, seqs);
         for (l, (gpu, cpu)) in res.iter().enumerate() {
-            assert_attention_close(&format!("bidirectional step {si} layer {l}"), dtype, gpu, cpu);
+            assert_attention_close(
+                &format!("bidirectional step {si} layer {l}"),
+                dtype,
+                gpu,
+                cpu,
+            );
         }
         // The same step, causal, in a fresh cache: the first row of each range differs.
         let causal = p.kv(&spec);
