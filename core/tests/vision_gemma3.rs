@@ -26,6 +26,33 @@ const IMAGES: [&str; 5] = [
     "tiny_37x61",
 ];
 
+/// Cosine to both references: measured 0.99999997 (mtmd) and 0.999999997 (transformers) or
+/// more on every image, CPU and wgpu.
+const MIN_COSINE: f64 = 0.9999999;
+
+/// Max-abs to mtmd's embeddings (|x| up to 4.3): measured 1.07-1.43e-3 on the CPU, over the
+/// issue's 1e-3. The distance is ggml's f16 roundings, found with mtmd_ref's node dumps
+/// (`MTMD_REF_DUMP_NODE`) on square_224x224 and a model of this graph in NumPy: im2col of the
+/// f16 patch kernel rounds the pixels to f16, every product with an f16 weight rounds its
+/// activations to f16 (the weight type's vec_dot_type), flash attention casts K and V to f16,
+/// GELU goes through an f16 table. Each one applied to mtmd's own dumped input reproduces its
+/// output to 5e-7 (the patch embeddings; Q from mtmd's LayerNorm output), but chained they do
+/// not: a 1e-6 difference upstream flips an f16 rounding, one f16 step (2e-3 at |x| = 4)
+/// times a weight. With all of them the NumPy model is 1.05-1.21e-3 from mtmd and 1.1-1.3e-3
+/// from transformers — no nearer mtmd, further from transformers — so the encoder graph keeps
+/// f32 activations (GELU from ggml's table, as for every model). mtmd itself is 1.1-1.6e-3
+/// from transformers on the same input (data README), so 1e-3 to both is out of reach for an
+/// implementation that follows either's arithmetic; short of ggml's exact kernels (its sum
+/// orders), this is the bound.
+const MTMD_MAX_ABS: f64 = 1.5e-3;
+
+/// Max-abs to transformers (f32 throughout): measured 3.8-5.1e-4 (the f16 GELU table).
+const HF_MAX_ABS: f64 = 6e-4;
+
+/// Max-abs of the wgpu backend (lavapipe) to the CPU backend: measured 4.5e-5-1.0e-4 (sums in
+/// another order; the GELU table's f16 index can flip).
+const CPU_MAX_ABS: f64 = 2e-4;
+
 fn data(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data/vision")
@@ -144,22 +171,19 @@ fn embeddings_match_mtmd_and_transformers() {
         eprintln!(
             "{s:<18} vs mtmd: cosine {c_m:.9} max-abs {d_m:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e}"
         );
-        // Weft's products keep f32 activations where ggml rounds them to f16 for f16
-        // weights (and its flash attention runs in f16), so Weft lands nearer transformers
-        // (f32 throughout): within the 1e-3 of transformers, and 1.1-1.5e-3 of mtmd,
-        // as far as mtmd itself is from transformers (1.1-1.6e-3, see the data README).
-        if !(c_m >= 0.9999 && d_m <= 2e-3) {
+        // See MTMD_MAX_ABS for why mtmd is held to 1.5e-3 and transformers to 6e-4.
+        if !(c_m >= MIN_COSINE && d_m <= MTMD_MAX_ABS) {
             failures.push(format!("{s} vs mtmd: cosine {c_m}, max-abs {d_m}"));
         }
-        if !(c_h >= 0.9999 && d_h <= 1e-3) {
+        if !(c_h >= MIN_COSINE && d_h <= HF_MAX_ABS) {
             failures.push(format!("{s} vs transformers: cosine {c_h}, max-abs {d_h}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// The same graph on the wgpu backend: the same bounds against mtmd and transformers, and its
-/// distance from the CPU backend reported. Software Vulkan (lavapipe) takes about two minutes
+/// The same graph on the wgpu backend: the same bounds against mtmd and transformers, and
+/// within [`CPU_MAX_ABS`] of the CPU backend. Software Vulkan (lavapipe) takes about two minutes
 /// an image on 2 busy cores, so one image by default; `WEFT_VISION_ALL_IMAGES=1` runs all five.
 #[test]
 fn wgpu_embeddings_match_mtmd_and_the_cpu() {
@@ -190,11 +214,14 @@ fn wgpu_embeddings_match_mtmd_and_the_cpu() {
         eprintln!(
             "wgpu {s:<18} vs mtmd: cosine {c_m:.9} max-abs {d_m:.2e} | vs transformers: cosine {c_h:.9} max-abs {d_h:.2e} | vs cpu: cosine {c_c:.9} max-abs {d_c:.2e}"
         );
-        if !(c_m >= 0.9999 && d_m <= 2e-3) {
+        if !(c_m >= MIN_COSINE && d_m <= MTMD_MAX_ABS) {
             failures.push(format!("{s} vs mtmd: cosine {c_m}, max-abs {d_m}"));
         }
-        if !(c_h >= 0.9999 && d_h <= 1e-3) {
+        if !(c_h >= MIN_COSINE && d_h <= HF_MAX_ABS) {
             failures.push(format!("{s} vs transformers: cosine {c_h}, max-abs {d_h}"));
+        }
+        if d_c > CPU_MAX_ABS {
+            failures.push(format!("{s} vs the CPU backend: max-abs {d_c}"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");

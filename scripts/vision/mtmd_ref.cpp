@@ -148,6 +148,15 @@ int main(int argc, char ** argv) {
         cparams.flash_attn_type = std::strcmp(lfa, "on") == 0 ? LLAMA_FLASH_ATTN_TYPE_ENABLED
                                                                : LLAMA_FLASH_ATTN_TYPE_DISABLED;
     }
+    // MTMD_REF_KV_TYPE=f32: the text model's KV cache in f32 instead of llama.cpp's default f16
+    // (gemma3/greedy_kv_f32_*.json: image prompts of the tiny encoders are sensitive to the f16
+    // rounding of the cache and of flash attention's queries)
+    if (const char * kvt = std::getenv("MTMD_REF_KV_TYPE")) {
+        if (std::strcmp(kvt, "f32") == 0) {
+            cparams.type_k = GGML_TYPE_F32;
+            cparams.type_v = GGML_TYPE_F32;
+        }
+    }
     llama_context * lctx = llama_init_from_model(model, cparams);
     if (!lctx) {
         std::fprintf(stderr, "cannot create context\n");

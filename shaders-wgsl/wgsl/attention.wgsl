@@ -1,6 +1,9 @@
 // Causal attention over one layer's KV cache, for decode and prefill alike. One workgroup per
 // (query row, query head); query heads share key/value heads in groups (GQA). A row at
-// position `pos` of sequence `seq` attends to cached positions max(0, pos + 1 - window) ..= pos.
+// position `pos` of sequence `seq` attends to cached positions max(0, pos + 1 - window) ..= end,
+// where `end` (binding 7) is `pos` itself for a causal row and a bidirectional range's last
+// position for its rows (an image's tokens that see each other both ways, as Gemma 3 decodes
+// them); the window is still counted back from the row's own position.
 //
 // The arithmetic is the CPU backend's (backend/cpu/attention.rs), so that both give the same
 // bits as far as `exp` allows: scores in `simd::dot`'s order; the softmax max, then exps
@@ -41,7 +44,9 @@ const BLOCK: u32 = 64u; // KV_BLOCK (backend/block_table.rs)
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 // Each sequence's pool blocks, for a full-attention layer (window 0).
 @group(0) @binding(6) var<storage, read> tables: array<u32>;
-@group(0) @binding(7) var<uniform> p: Params;
+// Per row, the last position it attends to (at least its own).
+@group(0) @binding(7) var<storage, read> ends: array<u32>;
+@group(0) @binding(8) var<uniform> p: Params;
 
 var<workgroup> qh: array<f32, 256>;
 var<workgroup> wts: array<f32, 64>;
@@ -118,7 +123,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
     if (p.window != 0u && pos + 1u > p.window) {
         lo = pos + 1u - p.window;
     }
-    let n = pos + 1u - lo;
+    let n = max(ends[row], pos) + 1u - lo;
     let wk = p.n_kv_head * p.hk;
     let wv = p.n_kv_head * p.hv;
     let kb = kvh * p.hk;

@@ -271,12 +271,12 @@ impl Engine {
                             data.len()
                         )));
                     }
-                    // Only the CPU backend reads a step's bidirectional ranges so far; another
-                    // would silently attend causally.
-                    if *bidirectional && self.backend.name() != "cpu" {
+                    // The CPU and wgpu backends read a step's bidirectional ranges; another
+                    // (CUDA so far) would silently attend causally.
+                    if *bidirectional && !matches!(self.backend.name(), "cpu" | "wgpu") {
                         return Err(EngineError::Invalid(format!(
                             "embedding rows attending to each other (image tokens) need the CPU \
-                             backend for now, not {}",
+                             or wgpu backend for now, not {}",
                             self.backend.name()
                         )));
                     }

@@ -30,7 +30,7 @@ const TILE_TOKENS: usize = 16;
 pub(super) struct BufferPool {
     acts: Vec<Option<wgpu::Buffer>>,
     ids: Vec<Option<wgpu::Buffer>>,
-    step: [Option<wgpu::Buffer>; 3],
+    step: [Option<wgpu::Buffer>; 4],
     params: Option<wgpu::Buffer>,
     staging: Vec<Option<wgpu::Buffer>>,
     /// RoPE frequency factors by (pairs, factors weight).
@@ -73,7 +73,7 @@ impl BufferPool {
         BufferPool {
             acts: Vec::new(),
             ids: Vec::new(),
-            step: [None, None, None],
+            step: [None, None, None, None],
             params: None,
             staging: Vec::new(),
             rope: Default::default(),
@@ -140,6 +140,10 @@ pub(super) struct Recorder<'a> {
     tokens: wgpu::Buffer,
     positions: wgpu::Buffer,
     seqs: wgpu::Buffer,
+    /// Per row, the last cached position its attention sees ([`Graph::attend_ends`]): its own
+    /// position, or a bidirectional range's last one (an image's rows).
+    ends: wgpu::Buffer,
+    ends_host: Vec<u32>,
     /// The buffer holding each node's result in this step.
     tensors: Vec<Option<wgpu::Buffer>>,
     /// Per node: the last node that reads it (usize::MAX for graph outputs).
@@ -155,7 +159,7 @@ pub(super) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    /// Starts a step: uploads the batch's tokens, positions and sequence slots.
+    /// Starts a step: uploads the batch's tokens, positions, sequence slots and attention ends.
     // Everything a step borrows from the backend, passed once per step; a struct would only rename it.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -170,11 +174,14 @@ impl<'a> Recorder<'a> {
     ) -> Result<Self> {
         let n = batch.tokens.len() as u64 * 4;
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let ends_host = graph.attend_ends(batch.positions);
+        let ends = &ends_host;
         let mut bufs = Vec::new();
         for (i, (data, label)) in [
             (batch.tokens, "tokens"),
             (batch.positions, "positions"),
             (batch.seqs, "seqs"),
+            (&ends[..], "attention ends"),
         ]
         .into_iter()
         .enumerate()
@@ -183,6 +190,7 @@ impl<'a> Recorder<'a> {
             gpu.queue.write_buffer(&b, 0, bytemuck::cast_slice(data));
             bufs.push(b);
         }
+        let ends = bufs.pop().unwrap();
         let seqs = bufs.pop().unwrap();
         let positions = bufs.pop().unwrap();
         let tokens = bufs.pop().unwrap();
@@ -198,6 +206,8 @@ impl<'a> Recorder<'a> {
             tokens,
             positions,
             seqs,
+            ends,
+            ends_host,
             tensors: vec![None; graph.nodes.len()],
             last_use: graph.last_uses(),
             busy_until: Vec::new(),
@@ -585,19 +595,24 @@ impl<'a> Recorder<'a> {
                         "layer {layer}: the GPU attention kernel takes heads of at most 256 elements"
                     )));
                 }
-                for (&pos, &seq) in self.batch.positions.iter().zip(self.batch.seqs) {
+                let rows_at = self.batch.positions.iter().zip(self.batch.seqs);
+                for ((&pos, &seq), &end) in rows_at.zip(&self.ends_host) {
+                    // A row of a bidirectional range sees past its own position, up to `end`;
+                    // a window's ring must hold all of that.
                     let span = s
                         .window
-                        .map_or(pos as usize + 1, |w| w.min(pos as usize + 1));
+                        .map_or(pos as usize + 1, |w| w.min(pos as usize + 1))
+                        + end.saturating_sub(pos) as usize;
                     if span > s.capacity || seq as usize >= c.n_seq {
                         return Err(invalid(format!(
-                            "layer {layer}: sequence {seq} position {pos} is outside the cache"
+                            "layer {layer}: sequence {seq} position {pos} (attending to {end}) \
+                             is outside the cache"
                         )));
                     }
                     // Tables are mapped from their start: a mapped last position means every
                     // position the row attends to is.
-                    if s.window.is_none() && c.tables.slot(seq as usize, pos as usize).is_none() {
-                        return Err(unmapped(*layer, seq, pos));
+                    if s.window.is_none() && c.tables.slot(seq as usize, end as usize).is_none() {
+                        return Err(unmapped(*layer, seq, end));
                     }
                 }
                 let kernel = match c.dtype {
@@ -631,6 +646,7 @@ impl<'a> Recorder<'a> {
                     self.seqs.clone(),
                     out,
                     tables,
+                    self.ends.clone(),
                 ];
                 self.dispatch(kernel, bufs, &p, (gx, gy, 1));
             }
