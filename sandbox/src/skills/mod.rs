@@ -232,6 +232,23 @@ impl SkillRegistry {
         self.get(&id)
     }
 
+    /// [`Self::install_zip`] from a zip in a file (an upload spooled to disk), so an archive
+    /// is never held in memory whatever its size.
+    pub fn install_zip_file(&self, mut file: std::fs::File, overwrite: bool) -> Result<Skill> {
+        use std::io::Seek;
+        let dir = self.install_dir.as_deref().ok_or_else(|| Error::Skill {
+            name: String::new(),
+            message: "this server has no skills install directory".into(),
+        })?;
+        let len = file
+            .seek(std::io::SeekFrom::End(0))
+            .and_then(|n| file.rewind().map(|()| n))
+            .map_err(|e| Error::io("reading the uploaded skill archive".to_string(), e))?;
+        let zip = std::io::BufReader::new(file);
+        let id = install::install_from(dir, zip, len, overwrite, &self.limits)?;
+        self.get(&id)
+    }
+
     /// Deletes an installed skill.
     pub fn delete(&self, id: &str) -> Result<()> {
         let skill = self.get(id)?;

@@ -113,7 +113,7 @@ async fn install(
         let field = form.next_field().await.map_err(form_error)?;
         let Some(field) = field else { break };
         match field.name() {
-            Some("file") => zip = Some(field.bytes().await.map_err(form_error)?),
+            Some("file") => zip = Some(spool(field).await?),
             Some("overwrite") => {
                 let v = field.text().await.map_err(form_error)?;
                 overwrite = match v.trim().to_ascii_lowercase().as_str() {
@@ -132,11 +132,28 @@ async fn install(
     }
     let zip = zip.ok_or_else(|| ApiError::invalid("the form has no `file` field (the zip)"))?;
     let skill = blocking(&st, move |r| {
-        Ok(SkillObject::new(r.install_zip(&zip, overwrite)?, false))
+        Ok(SkillObject::new(r.install_zip_file(zip, overwrite)?, false))
     })
     .await?;
     tracing::info!(skill = %skill.id, "skill installed");
     Ok(Json(skill))
+}
+
+/// Writes the uploaded zip to an unnamed temporary file as it arrives (the body limit bounds
+/// it), so installing reads it from disk rather than memory.
+async fn spool(
+    mut field: axum::extract::multipart::Field<'_>,
+) -> Result<std::fs::File, ApiError> {
+    use tokio::io::AsyncWriteExt;
+    let spool_error =
+        |e: std::io::Error| ApiError::internal(format!("spooling the skill archive: {e}"));
+    let file = tempfile::tempfile().map_err(spool_error)?;
+    let mut out = tokio::fs::File::from_std(file);
+    while let Some(chunk) = field.chunk().await.map_err(form_error)? {
+        out.write_all(&chunk).await.map_err(spool_error)?;
+    }
+    out.flush().await.map_err(spool_error)?;
+    Ok(out.into_std().await)
 }
 
 fn form_error(e: axum::extract::multipart::MultipartError) -> ApiError {
