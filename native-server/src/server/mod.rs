@@ -64,6 +64,7 @@ use axum::response::Response;
 use axum::Router;
 
 pub use builder::Builder;
+pub use common::images::ImageLimits;
 pub use common::sampling::{Precedence, SamplingFields};
 pub use error::ApiError;
 pub use serve::{Exit, Server};

@@ -30,6 +30,9 @@ pub struct ServeConfig {
     pub uploads: super::uploads::UploadConfig,
     /// Host names and origins the server answers (`--allowed-host`, `--cors-origin`).
     pub site: super::site::SiteConfig,
+    /// Per-request bounds on images (`--max-images`, `--max-image-bytes`,
+    /// `--max-image-pixels`).
+    pub images: super::common::images::ImageLimits,
 }
 
 /// Shared server state.
@@ -101,7 +104,7 @@ impl AppState {
         let uploads = super::uploads::Uploads::new(cfg.uploads.clone());
         let sessions = super::ui::store::Sessions::new(storage.clone());
         let responses = Arc::new(ResponseStore::new(storage.clone()));
-        let inference = Arc::new(Inference::new(
+        let mut inference = Inference::new(
             registry.clone(),
             storage.clone(),
             auth.usage.clone(),
@@ -109,7 +112,9 @@ impl AppState {
             cfg.max_tokens,
             cfg.sampling.clone(),
             cfg.precedence,
-        ));
+        );
+        inference.images = cfg.images.clone();
+        let inference = Arc::new(inference);
         AppState {
             inference,
             moderation: Arc::new(super::moderation::Moderation::new(storage.clone())),
