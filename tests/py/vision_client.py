@@ -3,8 +3,10 @@ table of bad image inputs (each a 400 with a message; the server keeps serving).
 
 Usage: vision_client.py BASE_URL VISION_MODEL TEXT_MODEL IMAGES_DIR
 
-The server runs VISION_MODEL with a projector, TEXT_MODEL without, --ctx 512, --max-images 3,
---max-image-bytes 1MiB and --parallel 1 (one slot, so a repeated prompt finds its cache).
+The server runs VISION_MODEL with a projector, TEXT_MODEL without, --ctx 1024 (more than Gemma
+3 270M's 512-position sliding window, so a cached prompt can be rewound to its last token),
+--max-images 4, --max-image-bytes 1MiB and --parallel 1 (one slot, so a repeated prompt finds
+its cache).
 """
 import base64
 import struct
@@ -136,11 +138,11 @@ bad("not an image", post_chat(image_messages(data_uri(b"hello, world"))), "unrec
 bad("decompression bomb", post_chat(image_messages(data_uri(png_header(30000, 30000)))),
     "30000x30000")
 many = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(SQUARE)}}
-                                     for _ in range(4)]}]
+                                     for _ in range(5)]}]
 bad("too many images", post_chat(many), "too many images")
-two = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(SQUARE)}}
-                                    for _ in range(2)]}]
-bad("image tokens over the context", post_chat(two), "context holds", "context_length_exceeded")
+four = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": data_uri(SQUARE)}}
+                                     for _ in range(4)]}]
+bad("image tokens over the context", post_chat(four), "context holds", "context_length_exceeded")
 bad("too many bytes", post_chat(image_messages(data_uri(b"\x00" * (1100 * 1024)))), "bytes")
 audio = [{"role": "user", "content": [
     {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]

@@ -35,11 +35,11 @@ fn clients_send_images_and_bad_images_are_refused() {
             "--model",
             &smol_arg,
             "--ctx",
-            "512",
+            "1024",
             "--parallel",
             "1",
             "--max-images",
-            "3",
+            "4",
             "--max-image-bytes",
             "1MiB",
         ]
