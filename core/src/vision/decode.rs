@@ -131,7 +131,10 @@ fn open<'a>(
 }
 
 /// The decoder's size, refused when empty or over `limits.max_pixels`.
-fn checked_size(decoder: &impl ImageDecoder, limits: &DecodeLimits) -> Result<(u32, u32), ImageError> {
+fn checked_size(
+    decoder: &impl ImageDecoder,
+    limits: &DecodeLimits,
+) -> Result<(u32, u32), ImageError> {
     let (width, height) = decoder.dimensions();
     if width == 0 || height == 0 {
         return Err(ImageError::Corrupt(format!("image is {width}x{height}")));

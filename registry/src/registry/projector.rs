@@ -131,9 +131,8 @@ impl Vision {
         n_embd: usize,
     ) -> anyhow::Result<Vision> {
         let shown = super::shown(&facts.path);
-        let file = Arc::new(
-            ModelFile::open(&facts.path).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?,
-        );
+        let file =
+            Arc::new(ModelFile::open(&facts.path).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?);
         let mm = Mmproj::read(file.clone()).map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
         let encoder = VisionEncoder::load(&mm, backend.as_mut(), tok, n_embd)
             .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;

@@ -106,7 +106,11 @@ impl Images {
         let data = match data.strip_prefix("data:") {
             Some(uri) => match uri.split_once(',') {
                 Some((kind, body)) if kind.ends_with(";base64") => body,
-                _ => return Err(ApiError::invalid("an image data URI must be base64 (data:image/...;base64,...)")),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "an image data URI must be base64 (data:image/...;base64,...)",
+                    ))
+                }
             },
             None => data,
         };
@@ -339,11 +343,18 @@ mod tests {
     #[test]
     fn data_uris_and_bounds() {
         let mut im = Images::new(&limits());
-        let marker = im.add_url("data:image/png;base64,AAAA").unwrap().to_string();
+        let marker = im
+            .add_url("data:image/png;base64,AAAA")
+            .unwrap()
+            .to_string();
         assert!(marker.starts_with("<__image_") && marker.len() > 40);
         assert_eq!(im.blobs, vec![vec![0, 0, 0]]);
         let e = im.add_url("https://example.invalid/cat.png").unwrap_err();
-        assert!(e.public_message().contains("data URI"), "{}", e.public_message());
+        assert!(
+            e.public_message().contains("data URI"),
+            "{}",
+            e.public_message()
+        );
         let e = im.add_url("data:image/png,notbase64").unwrap_err();
         assert!(e.public_message().contains("base64"));
         let e = im.add_base64("%%%%").unwrap_err();
