@@ -124,6 +124,7 @@ fn batched(
                 ignore_eos: true,
                 logprobs: None,
                 json: None,
+                media: None,
                 sink: Box::new(Sink(i, tx.clone())),
             })
             .unwrap();

@@ -67,6 +67,7 @@ fn request(prompt: Vec<u32>, max_tokens: usize, tx: mpsc::Sender<Event>) -> Requ
         ignore_eos: true,
         logprobs: None,
         json: None,
+        media: None,
         sink: Box::new(Sink(tx)),
     }
 }
@@ -268,6 +269,7 @@ fn session_and_scheduler_agree_on_sampling_stops_and_json() {
                 ignore_eos: false,
                 logprobs: None,
                 json: params.json.clone(),
+                media: None,
                 sink: Box::new(Sink(tx)),
             })
             .unwrap();

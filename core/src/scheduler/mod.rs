@@ -21,7 +21,7 @@ mod sequence;
 pub(crate) mod slots;
 mod stats;
 
-pub use request::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
+pub use request::{Event, EventSink, Failure, Finish, MediaPrompt, Request, Summary, TokenInfo};
 pub(crate) use run::prompt_problem;
 pub use run::{Handle, Scheduler, SchedulerConfig, SubmitError};
 pub use stats::{Histogram, Stats, StatsSnapshot};

@@ -2,14 +2,18 @@
 
 use std::sync::Arc;
 
+use crate::engine::Prompt;
 use crate::generation::GenParams;
 pub use crate::generation::{Finish, TokenInfo};
 use crate::sampler::{JsonSchema, SamplerConfig};
 
 /// One generation request: prompt ids, sampling, limits and where events go.
 pub struct Request {
-    /// Prompt token ids (already templated and tokenized); must not be empty.
+    /// Prompt token ids (already templated and tokenized); must not be empty. With `media`,
+    /// that prompt's [`Prompt::cache_keys`] (one per position: what prefix reuse compares).
     pub prompt: Vec<u32>,
+    /// A prompt holding embedding rows (images) as well as tokens; `None` for text.
+    pub media: Option<Arc<MediaPrompt>>,
     pub sampling: SamplerConfig,
     /// Most tokens to generate.
     pub max_tokens: usize,
@@ -25,6 +29,26 @@ pub struct Request {
     pub json: Option<Arc<JsonSchema>>,
     /// Where events go.
     pub sink: Box<dyn EventSink>,
+}
+
+/// A prompt with embedding rows, and the id its rows stand as where an id is needed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MediaPrompt {
+    pub prompt: Prompt,
+    /// The id of each embedding row in the penalties' history.
+    pub placeholder: u32,
+}
+
+impl MediaPrompt {
+    /// The keys a [`Request`] carries as its `prompt`.
+    pub fn keys(&self) -> Vec<u32> {
+        self.prompt.cache_keys()
+    }
+
+    /// The token id of every position (`placeholder` at rows).
+    pub fn ids(&self) -> Vec<u32> {
+        self.prompt.ids(self.placeholder)
+    }
 }
 
 impl Request {

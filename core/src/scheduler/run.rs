@@ -1,12 +1,14 @@
 //! The scheduling loop and the handle clients submit through.
 
+mod media;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::request::{Event, Failure, Finish, Request};
+use super::request::{Event, Failure, Finish, MediaPrompt, Request};
 use super::sequence::{Outcome, Sequence};
 use super::slots::{self, Slot};
 use super::stats::Stats;
@@ -245,7 +247,7 @@ impl Scheduler {
     /// while the block pool has room for what each must feed.
     fn admit(&mut self) {
         while let Some(s) = self.preempted.front() {
-            let Some(place) = self.place(&s.feed) else {
+            let Some(place) = self.place(&s.feed, s.req.media.as_deref()) else {
                 return;
             };
             if !self.make_room_for(&place, s.feed.len()) {
@@ -270,7 +272,7 @@ impl Scheduler {
             self.active.push(s);
         }
         while let Some((req, _, _)) = self.waiting.front() {
-            let Some(place) = self.place(&req.prompt) else {
+            let Some(place) = self.place(&req.prompt, req.media.as_deref()) else {
                 return;
             };
             if self.leader_ahead(&req.prompt, place.cached()) {
@@ -292,7 +294,8 @@ impl Scheduler {
             }
             let tok = &self.tokenizer;
             let texts = &mut self.texts;
-            let state = SequenceState::new(&req.params(), &req.prompt, || {
+            let ids = media::ids(&req);
+            let state = SequenceState::new(&req.params(), &ids, || {
                 texts
                     .get_or_insert_with(|| Arc::new(TokenTexts::new(tok)))
                     .clone()
@@ -337,13 +340,17 @@ impl Scheduler {
     }
 
     /// Where `tokens` would start: a free slot and how much of its own cache it keeps, and
-    /// another slot (running or idle) whose cache shares a longer start, to copy from.
-    fn place(&self, tokens: &[u32]) -> Option<Place> {
+    /// another slot (running or idle) whose cache shares a longer start, to copy from. With
+    /// `media`, a reused start never ends inside an image's rows (they are evaluated together).
+    fn place(&self, tokens: &[u32], media: Option<&MediaPrompt>) -> Option<Place> {
+        let clamp = |n: usize| media.map_or(n, |m| m.prompt.clamp_reuse(n));
         let (slot, reuse) = slots::choose(&self.slots, tokens, self.rewind_limit)?;
+        let reuse = clamp(reuse);
         let donor = self
             .copy_prefixes
             .then(|| slots::donor(&self.slots, slot, tokens, self.rewind_limit))
             .flatten()
+            .map(|(d, n)| (d, clamp(n)))
             .filter(|&(_, n)| n > reuse);
         Some(Place { slot, reuse, donor })
     }
@@ -408,8 +415,13 @@ impl Scheduler {
 
     /// Reasons a request cannot run at all.
     fn check(&self, req: &Request) -> Result<(), String> {
+        if let Some(m) = &req.media {
+            if m.prompt.len() != req.prompt.len() {
+                return Err("the prompt's keys do not match its pieces".into());
+            }
+        }
         match prompt_problem(
-            &req.prompt,
+            &media::ids(req),
             self.engine.config().kv.n_ctx,
             self.engine.model_info().n_vocab,
         ) {
@@ -561,6 +573,10 @@ impl Scheduler {
     /// One engine step over every active sequence.
     fn step(&mut self) {
         self.make_room_to_decode();
+        self.prefill_media();
+        if self.active.is_empty() {
+            return;
+        }
         let mut budget = self.cfg.step_tokens;
         let mut rows: Vec<Row> = Vec::new();
         // (active index, rows fed) per sequence in this step, and which ones want logits.
@@ -595,7 +611,7 @@ impl Scheduler {
             if budget == 0 {
                 break;
             }
-            if !s.prefilling() {
+            if !s.prefilling() || s.req.media.is_some() {
                 continue;
             }
             let feed = &s.feed;
@@ -655,37 +671,50 @@ impl Scheduler {
         // Logit rows come back in row order: decode rows first, then the prefill ends.
         let mut wants_sorted = wants.clone();
         wants_sorted.sort_by_key(|&i| rows_order(&fed, i));
-        let n_ctx = self.engine.config().kv.n_ctx;
         let mut done: Vec<(usize, Finish)> = Vec::new();
         for (i, logits) in wants_sorted.into_iter().zip(out) {
-            let s = &mut self.active[i];
-            let room = self.slots[s.slot].cached.len() < n_ctx;
-            let prev = s.last_token;
-            let generated = s.generated();
-            let outcome = s.accept(logits, &self.tokenizer, room);
-            if let Some(t) = s.last_token {
-                match prev {
-                    None => self.stats.ttft.observe((t - s.submitted).as_secs_f64()),
-                    Some(p) => self.stats.inter_token.observe((t - p).as_secs_f64()),
-                }
-            }
-            self.stats
-                .generation_tokens
-                .fetch_add((s.generated() - generated) as u64, Relaxed);
-            if let Outcome::Finished(f) = outcome {
+            if let Some(f) = self.take_logits(i, logits) {
                 done.push((i, f));
             }
         }
         // Remove from the back so indices stay valid.
         done.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (i, f) in done {
-            let s = self.active.swap_remove(i);
-            let slot = s.slot;
-            let e2e = s.submitted.elapsed().as_secs_f64();
-            let f = s.finish(f);
-            self.stats.e2e.observe(e2e);
-            self.release(slot, f);
+            self.end(i, f);
         }
+    }
+
+    /// Samples active sequence `i`'s next token from `logits`; `Some` when it finished.
+    fn take_logits(&mut self, i: usize, logits: Vec<f32>) -> Option<Finish> {
+        let n_ctx = self.engine.config().kv.n_ctx;
+        let s = &mut self.active[i];
+        let room = self.slots[s.slot].cached.len() < n_ctx;
+        let prev = s.last_token;
+        let generated = s.generated();
+        let outcome = s.accept(logits, &self.tokenizer, room);
+        if let Some(t) = s.last_token {
+            match prev {
+                None => self.stats.ttft.observe((t - s.submitted).as_secs_f64()),
+                Some(p) => self.stats.inter_token.observe((t - p).as_secs_f64()),
+            }
+        }
+        self.stats
+            .generation_tokens
+            .fetch_add((s.generated() - generated) as u64, Relaxed);
+        match outcome {
+            Outcome::Finished(f) => Some(f),
+            Outcome::Continue => None,
+        }
+    }
+
+    /// Ends active sequence `i` (swapped out of `active`) and frees its slot.
+    fn end(&mut self, i: usize, f: Finish) {
+        let s = self.active.swap_remove(i);
+        let slot = s.slot;
+        let e2e = s.submitted.elapsed().as_secs_f64();
+        let f = s.finish(f);
+        self.stats.e2e.observe(e2e);
+        self.release(slot, f);
     }
 
     /// A lone running sequence that cannot get blocks even with every other cache freed (the

@@ -95,10 +95,20 @@ fn corrupt(e: image::ImageError) -> ImageError {
     }
 }
 
-/// Decodes `bytes` to RGB: the first frame of an animation, the EXIF orientation applied,
-/// alpha dropped (not composited), grey expanded to three channels, 16-bit samples reduced
-/// to 8 bits.
-pub fn decode_image(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, ImageError> {
+/// The stored width and height of an image, read from its header and checked against
+/// `limits` (format, size) without decoding any pixel: what a caller needs to count an
+/// image's prompt tokens and to refuse a decompression bomb before doing any work. The
+/// EXIF orientation is not applied (a quarter turn swaps the two).
+pub fn probe_image(bytes: &[u8], limits: &DecodeLimits) -> Result<(u32, u32), ImageError> {
+    let decoder = open(bytes, limits)?;
+    checked_size(&decoder, limits)
+}
+
+/// A decoder for `bytes` of a supported format, with the allocation limit set.
+fn open<'a>(
+    bytes: &'a [u8],
+    limits: &DecodeLimits,
+) -> Result<impl ImageDecoder + use<'a>, ImageError> {
     if bytes.is_empty() {
         return Err(ImageError::Empty);
     }
@@ -117,7 +127,14 @@ pub fn decode_image(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Ima
     let mut decoder_limits = Limits::default();
     decoder_limits.max_alloc = Some(limits.max_alloc_bytes);
     reader.limits(decoder_limits);
-    let mut decoder = reader.into_decoder().map_err(corrupt)?;
+    reader.into_decoder().map_err(corrupt)
+}
+
+/// The decoder's size, refused when empty or over `limits.max_pixels`.
+fn checked_size(
+    decoder: &impl ImageDecoder,
+    limits: &DecodeLimits,
+) -> Result<(u32, u32), ImageError> {
     let (width, height) = decoder.dimensions();
     if width == 0 || height == 0 {
         return Err(ImageError::Corrupt(format!("image is {width}x{height}")));
@@ -129,6 +146,15 @@ pub fn decode_image(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, Ima
             max_pixels: limits.max_pixels,
         });
     }
+    Ok((width, height))
+}
+
+/// Decodes `bytes` to RGB: the first frame of an animation, the EXIF orientation applied,
+/// alpha dropped (not composited), grey expanded to three channels, 16-bit samples reduced
+/// to 8 bits.
+pub fn decode_image(bytes: &[u8], limits: &DecodeLimits) -> Result<RgbImage, ImageError> {
+    let mut decoder = open(bytes, limits)?;
+    checked_size(&decoder, limits)?;
     let orientation = decoder.orientation().map_err(corrupt)?;
     let mut img = DynamicImage::from_decoder(decoder).map_err(corrupt)?;
     img.apply_orientation(orientation);

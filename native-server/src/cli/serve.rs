@@ -27,6 +27,20 @@ pub struct ServeArgs {
     /// model, loaded at start-up). The name defaults to the file name without .gguf.
     #[arg(long = "model", value_name = "[NAME=]PATH")]
     models: Vec<String>,
+    /// A vision projector (an mmproj GGUF, as llama.cpp's converter writes) for the default
+    /// model: images on the chat APIs. Without it, a model takes the mmproj*.gguf beside it
+    /// that fits (docs/vision.md).
+    #[arg(long, value_name = "FILE")]
+    mmproj: Option<PathBuf>,
+    /// Most images in one request.
+    #[arg(long, default_value_t = 8)]
+    max_images: usize,
+    /// Most image bytes (as sent, decoded from base64) in one request, e.g. 16MiB.
+    #[arg(long, default_value = "16MiB")]
+    max_image_bytes: String,
+    /// Largest image, in pixels (width x height), read from its header before decoding.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_image_pixels: u64,
     /// A directory whose *.gguf files are served too (by file name), and where names made by
     /// clients (/api/create, /api/copy, aliases) are saved.
     #[arg(long)]
@@ -195,7 +209,10 @@ pub fn run(a: ServeArgs) -> Result<()> {
         };
         models.push((name, PathBuf::from(path)));
     }
-    let catalog = Catalog::new(&models, store_dir.as_deref())?;
+    let mut catalog = Catalog::new(&models, store_dir.as_deref())?;
+    if let Some(p) = &a.mmproj {
+        catalog.set_default_projector(p)?;
+    }
     let keep_alive = KeepAlive::parse(&a.keep_alive).map_err(|e| anyhow::anyhow!(e.to_string()))?;
     let memory_budget = match &a.memory_budget {
         Some(s) => parse_size(s).map_err(anyhow::Error::msg)?,
@@ -269,6 +286,11 @@ pub fn run(a: ServeArgs) -> Result<()> {
         precedence: a.sampling_precedence,
         uploads,
         site,
+        images: server::ImageLimits {
+            max_images: a.max_images,
+            max_bytes: size("--max-image-bytes", &a.max_image_bytes)?,
+            max_pixels: a.max_image_pixels.max(1),
+        },
     };
     let store = match &store_dir {
         Some(d) => Some(

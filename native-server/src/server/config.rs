@@ -19,4 +19,7 @@ pub struct ServeConfig {
     pub uploads: super::uploads::UploadConfig,
     /// Host names and origins the server answers (`--allowed-host`, `--cors-origin`).
     pub site: super::site::SiteConfig,
+    /// Per-request bounds on images (`--max-images`, `--max-image-bytes`,
+    /// `--max-image-pixels`).
+    pub images: super::common::images::ImageLimits,
 }

@@ -9,7 +9,9 @@ pub use super::common::reply::Reasoning;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use weft_core::chat::{opens_reasoning, Message};
 use weft_core::sampler::{JsonSchema, SamplerConfig};
-use weft_core::scheduler::{Event, EventSink, Failure, Finish, Request, Summary, TokenInfo};
+use weft_core::scheduler::{
+    Event, EventSink, Failure, Finish, MediaPrompt, Request, Summary, TokenInfo,
+};
 
 use super::auth::context::RequestCtx;
 use super::auth::usage::Meter;
@@ -34,6 +36,8 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     /// Structured output: constrain the output to one JSON value of this schema.
     pub json: Option<Arc<JsonSchema>>,
+    /// The prompt with its images, when it has any (`prompt` then holds its cache keys).
+    pub media: Option<Arc<MediaPrompt>>,
 }
 
 impl GenRequest {
@@ -49,6 +53,7 @@ impl GenRequest {
             n: 1,
             ignore_eos: false,
             json: None,
+            media: None,
         }
     }
 }
@@ -190,6 +195,7 @@ pub fn start(model: &Leased, req: GenRequest) -> Result<EventStream, ApiError> {
             ignore_eos: req.ignore_eos,
             logprobs: req.logprobs,
             json: req.json.clone(),
+            media: req.media.clone(),
             sink: Box::new(ChannelSink {
                 tx: tx.clone(),
                 index,
@@ -236,6 +242,10 @@ impl Think {
 pub struct ChatPrompt {
     pub ids: Vec<u32>,
     pub reasoning: Reasoning,
+    /// The rendered text `ids` came from (where images' markers are found).
+    pub text: String,
+    /// The prompt with its images (`common::images`); `ids` then are its cache keys.
+    pub media: Option<Arc<MediaPrompt>>,
 }
 
 /// Renders a conversation (and the tools it may call) with the model's chat template and
@@ -296,6 +306,8 @@ pub fn chat_prompt(
     Ok(ChatPrompt {
         ids: model.tokenizer.encode_prompt(&text, true),
         reasoning,
+        text,
+        media: None,
     })
 }
 

@@ -66,6 +66,7 @@ use axum::response::Response;
 use axum::Router;
 
 pub use builder::Builder;
+pub use common::images::ImageLimits;
 pub use common::sampling::{Precedence, SamplingFields};
 pub use config::ServeConfig;
 pub use error::ApiError;

@@ -92,7 +92,7 @@ impl AppState {
         let sessions = Sessions::new(storage.clone());
         let responses = Arc::new(ResponseStore::new(storage.clone()));
         let auth = Arc::new(auth);
-        let inference = Arc::new(Inference::new(
+        let mut inference = Inference::new(
             registry.clone(),
             storage.clone(),
             auth.usage.clone(),
@@ -100,7 +100,9 @@ impl AppState {
             cfg.max_tokens,
             cfg.sampling.clone(),
             cfg.precedence,
-        ));
+        );
+        inference.images = cfg.images.clone();
+        let inference = Arc::new(inference);
         AppState {
             inference,
             moderation: Arc::new(Moderation::new(storage.clone())),

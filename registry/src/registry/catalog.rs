@@ -169,6 +169,8 @@ impl Catalog {
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "gguf") && p.is_file())
+            // Vision projectors go with the model beside them, never served alone.
+            .filter(|p| !super::is_projector_name(p))
             .collect();
         files.sort();
         for path in files {
@@ -307,6 +309,36 @@ impl Catalog {
             return Ok(stem);
         }
         self.alias(name, &stem)
+    }
+
+    /// Serves the default model with the vision projector at `path` (`--mmproj`): it must be
+    /// a projector as wide as the model's embeddings.
+    pub fn set_default_projector(&mut self, path: &Path) -> anyhow::Result<()> {
+        let name = self
+            .default
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("--mmproj needs a model (--model or --models-dir)"))?;
+        let facts = self
+            .resolve(&name)
+            .map_err(|e| anyhow::anyhow!("--mmproj: {e}"))?
+            .facts;
+        let proj = super::ProjectorFacts::read(path).map_err(anyhow::Error::msg)?;
+        if !facts.capabilities.completion {
+            anyhow::bail!("--mmproj: model {name:?} does not generate text");
+        }
+        if proj.projection_dim != facts.embedding_length {
+            anyhow::bail!(
+                "--mmproj {}: its projection width {} does not match model {name:?}'s embedding \
+                 width {}",
+                shown(path),
+                proj.projection_dim,
+                facts.embedding_length
+            );
+        }
+        let mut with = (*facts).clone();
+        with.mmproj = Some(proj);
+        self.facts.insert(facts.path.clone(), Ok(Arc::new(with)));
+        Ok(())
     }
 
     /// The name requests without one use.

@@ -29,6 +29,9 @@ pub struct Facts {
     /// What the model can do, from its family and its own chat template (see
     /// [`Facts::capabilities_with`] for a template given in the registry's overrides).
     pub capabilities: Capabilities,
+    /// The vision projector the model is served with (`--mmproj`, or found beside it: see
+    /// the `projector` module); `None`: text only.
+    pub mmproj: Option<super::ProjectorFacts>,
     /// Bytes of K and V per position and layer (all layers summed), for the memory estimate.
     kv_bytes_per_position: u64,
 }
@@ -50,7 +53,11 @@ impl Facts {
         }
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", super::shown(path)))?;
         let file = ModelFile::open(path).map_err(|e| e.to_string())?;
-        Self::from_header(path, &meta, &file.gguf)
+        let mut facts = Self::from_header(path, &meta, &file.gguf)?;
+        if facts.capabilities.completion {
+            facts.mmproj = super::ProjectorFacts::beside(path, facts.embedding_length);
+        }
+        Ok(facts)
     }
 
     fn from_header(path: &Path, meta: &std::fs::Metadata, g: &Gguf) -> Result<Facts, String> {
@@ -105,6 +112,7 @@ impl Facts {
             block_count,
             vocab_size,
             capabilities,
+            mmproj: None,
             template: template.map(|t| t.source().to_string()),
             kv_bytes_per_position,
         })
@@ -119,7 +127,8 @@ impl Facts {
     /// mapped weights, the cache, and a margin for step buffers.
     pub fn resident_estimate(&self, positions: u64) -> u64 {
         let kv = self.kv_bytes_per_position * positions;
-        self.file_size + kv + (self.file_size + kv) / 10
+        let files = self.file_size + self.mmproj.as_ref().map_or(0, |m| m.file_size);
+        files + kv + (files + kv) / 10
     }
 
     /// An embedding model (an encoder): it embeds, it does not generate text.

@@ -17,6 +17,7 @@ use weft_core::tokenizer::Tokenizer;
 
 use super::embed_worker::EmbedWorker;
 use super::facts::Facts;
+use super::projector::Vision;
 
 /// Makes a backend for each model that loads (each model owns its own).
 pub type BackendFactory = Arc<dyn Fn() -> anyhow::Result<Box<dyn Backend>> + Send + Sync>;
@@ -107,6 +108,8 @@ pub struct Loaded {
     pub template: Option<ChatTemplate>,
     pub info: ModelInfo,
     pub facts: Arc<Facts>,
+    /// The vision encoder, when the model is served with a projector.
+    pub vision: Option<Arc<Vision>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -148,6 +151,16 @@ impl Loaded {
             ..
         } = LoadedModel::open(&facts.path, backend, engine_cfg, &mut |_, _| {})?;
         let info = engine.model_info().clone();
+        // The projector loads before the scheduler starts, so a bad one fails the load.
+        let vision = match &facts.mmproj {
+            Some(p) => Some(Arc::new(Vision::load(
+                p.clone(),
+                (cfg.backend)()?,
+                &tokenizer,
+                info.n_embd,
+            )?)),
+            None => None,
+        };
         let (sched, handle) = Scheduler::new(
             engine,
             tokenizer.clone(),
@@ -171,6 +184,7 @@ impl Loaded {
             template: template.ok(),
             info,
             facts,
+            vision,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -203,6 +217,7 @@ impl Loaded {
             template: None,
             info,
             facts,
+            vision: None,
             thread: Mutex::new(None),
         })
     }

@@ -20,6 +20,7 @@ mod facts;
 mod keep_alive;
 mod loaded;
 pub mod names;
+mod projector;
 mod scope;
 mod totals;
 
@@ -36,6 +37,7 @@ pub use embed_worker::{EmbedWorker, WorkerError};
 pub use facts::Facts;
 pub use keep_alive::KeepAlive;
 pub use loaded::{BackendFactory, LoadConfig, Loaded, Slots, AUTO_KV_SHARE};
+pub use projector::{is_projector_name, ProjectorFacts, Vision};
 pub use scope::Scope;
 pub use totals::{HistogramData, Totals};
 

@@ -7,7 +7,8 @@
 //! - `cross_site`: open mode accepts only loopback `Host`s and same-origin state changes;
 //! - `bounds`: every input is bounded before it is buffered (fields, uploads, archives, audit);
 //! - `pull`: pulls refuse private destinations and foreign redirects, and never store secrets;
-//! - `authz`: every route of the OpenAPI document × every kind of caller, against a table.
+//! - `authz`: every route of the OpenAPI document × every kind of caller, against a table;
+//! - `vision`: images are bounded before they are decoded (bombs, counts, bytes, context).
 //!
 //! Network tests use loopback addresses only.
 
@@ -21,3 +22,4 @@ mod cross_site;
 mod owners;
 mod pull;
 mod sandbox;
+mod vision;

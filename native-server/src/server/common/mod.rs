@@ -2,6 +2,7 @@
 //! tool calling and forcing, replies taken apart (reasoning, answer, calls), ids.
 
 pub mod ids;
+pub mod images;
 pub mod options;
 pub mod reply;
 pub mod sampling;

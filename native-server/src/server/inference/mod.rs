@@ -38,6 +38,8 @@ pub struct Inference {
     precedence: Precedence,
     /// Sampling defaults from the admin settings (below request and operator values).
     defaults: RwLock<SamplingFields>,
+    /// Per-request bounds on images.
+    pub images: super::common::images::ImageLimits,
 }
 
 impl Inference {
@@ -60,6 +62,7 @@ impl Inference {
             sampling,
             precedence,
             defaults: RwLock::new(SamplingFields::default()),
+            images: Default::default(),
         }
     }
 

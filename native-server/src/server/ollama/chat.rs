@@ -6,12 +6,13 @@ use weft_core::chat::Message;
 
 use super::respond::{load_or_unload, respond, Reply, Shape};
 use super::tool_loop::LoopRequest;
-use super::types::{think_switch, ChatRequest, Frame, OllamaMessage};
+use super::types::{think_switch, ChatRequest, Frame};
 use super::Res;
 use crate::server::auth::caller::Caller;
 use crate::server::auth::context::RequestCtx;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
+use crate::server::common::images::Images;
 use crate::server::common::{structured, tools};
 use crate::server::error::{ApiError, PlainErrorBody};
 use crate::server::extract::ApiJson;
@@ -56,18 +57,17 @@ pub async fn chat(st: OllamaState, ctx: RequestCtx, caller: Caller, b: ChatReque
     let msgs = b
         .messages
         .ok_or_else(|| ApiError::invalid("messages is required"))?;
-    if msgs
-        .iter()
-        .any(|m| m.images.as_ref().is_some_and(|i| !i.is_empty()))
-    {
-        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
-    }
-    let messages: Vec<Message> = msgs.into_iter().map(OllamaMessage::into_message).collect();
+    let mut images = Images::new(&st.inference.images);
+    let messages = msgs
+        .into_iter()
+        .map(|o| o.into_message_with(&mut images))
+        .collect::<Result<Vec<Message>, _>>()?;
     // Built-in tools join a free answer, not one constrained to a JSON format.
     let free = structured::ollama_format(b.format.as_ref())?.is_none();
     let scope = Scope::Request(caller.owner().to_string());
     let plan = plan::plan(&st.code, &m, &b.skills, scope, free).await?;
     let messages = plan.messages(&m, &messages);
+    images.check_agent(plan.agent.is_some())?;
     if let Some(agent) = plan.agent {
         let client = tools
             .map(|(defs, names)| ClientTools { defs, names })
@@ -85,7 +85,9 @@ pub async fn chat(st: OllamaState, ctx: RequestCtx, caller: Caller, b: ChatReque
     let think = Think::enabled(think);
     let constrained = !free;
     let prompt = generate::constrained_chat_prompt(&m, &messages, defs, "", &think, constrained)?;
-    let req = super::generate::request(&st, &m, prompt.ids, b.options, b.format.as_ref())?;
+    let prompt = images.attach(&m, st.inference.n_ctx, prompt).await?;
+    let mut req = super::generate::request(&st, &m, prompt.ids, b.options, b.format.as_ref())?;
+    req.media = prompt.media;
     let reply = Reply {
         shape: Shape::Chat,
         tools: tools.map(|t| t.1),

@@ -9,6 +9,7 @@ use super::respond::{load_or_unload, respond, Reply, Shape};
 use super::types::{think_switch, Frame, GenerateRequest};
 use super::Res;
 use crate::server::auth::context::RequestCtx;
+use crate::server::common::images::Images;
 use crate::server::common::options::Options;
 use crate::server::common::structured;
 use crate::server::common::OneOrMany;
@@ -54,6 +55,7 @@ pub fn request(
         n: 1,
         ignore_eos: false,
         json,
+        media: None,
     })
 }
 
@@ -77,9 +79,8 @@ pub async fn generate(
         )
         .await;
     }
-    if b.images.as_ref().is_some_and(|i| !i.is_empty()) {
-        return Err(ApiError::invalid("images are not supported: the model is text-only").into());
-    }
+    let mut images = Images::new(&st.inference.images);
+    let marks = images.add_list(b.images.as_deref())?;
     if b.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::invalid(
             "suffix (fill-in-the-middle) is not supported by this server",
@@ -90,15 +91,15 @@ pub async fn generate(
         .inference
         .lease_named(&ctx, b.model.as_deref(), b.keep_alive.as_ref())
         .await?;
-    let text = b.prompt.unwrap_or_default();
+    let text = marks + &b.prompt.unwrap_or_default();
     let think = Think::enabled(think_switch(b.think.as_ref())?);
-    let (prompt, reasoning) = if b.raw || m.template().is_none() {
+    let prompt = if b.raw || m.template().is_none() {
         if think.enabled == Some(true) {
             return Err(
                 ApiError::invalid("think needs the model's chat template: not with raw").into(),
             );
         }
-        (generate::text_prompt(&m, &text)?, Reasoning::Absent)
+        (generate::text_prompt(&m, &text)?, Reasoning::Absent, text)
     } else {
         let mut messages = Vec::new();
         if let Some(s) = b.system {
@@ -107,9 +108,13 @@ pub async fn generate(
         messages.push(Message::user(text));
         let constrained = structured::ollama_format(b.format.as_ref())?.is_some();
         let p = generate::constrained_chat_prompt(&m, &messages, None, "", &think, constrained)?;
-        (p.ids, p.reasoning)
+        (p.ids, p.reasoning, p.text)
     };
-    let req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
+    let (prompt, reasoning, rendered) = prompt;
+    let n_ctx = st.inference.n_ctx;
+    let (prompt, media) = images.attach_text(&m, n_ctx, &rendered, prompt).await?;
+    let mut req = request(&st, &m, prompt, b.options, b.format.as_ref())?;
+    req.media = media;
     let reply = Reply {
         shape: Shape::Generate,
         tools: None,

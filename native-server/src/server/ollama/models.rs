@@ -182,6 +182,7 @@ async fn show(
         (caps.completion, "completion"),
         (caps.tools, "tools"),
         (caps.thinking, "thinking"),
+        (caps.completion && f.mmproj.is_some(), "vision"),
         (caps.embedding && !caps.completion, "embedding"),
     ]
     .into_iter()

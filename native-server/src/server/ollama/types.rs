@@ -31,6 +31,18 @@ pub struct OllamaMessage {
 }
 
 impl OllamaMessage {
+    /// The message, its `images` taken into `images` (their markers before its text).
+    pub fn into_message_with(
+        mut self,
+        images: &mut crate::server::common::images::Images,
+    ) -> Result<Message, crate::server::error::ApiError> {
+        let marks = images.add_list(self.images.take().as_deref())?;
+        if !marks.is_empty() {
+            self.content = Some(marks + self.content.as_deref().unwrap_or_default());
+        }
+        Ok(self.into_message())
+    }
+
     pub fn into_message(self) -> Message {
         let mut m = Message::new(self.role, self.content.unwrap_or_default());
         m.tool_calls = self.tool_calls;

@@ -20,6 +20,7 @@ use crate::server::auth::caller::Caller;
 use crate::server::auth::context::RequestCtx;
 use crate::server::code::agent::{Agent, ClientTools};
 use crate::server::code::plan::{self, Scope};
+use crate::server::common::images::Images;
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::tool_choice::{self, Offered, ToolChoice};
 use crate::server::error::{ApiError, OpenAiErrorBody};
@@ -150,16 +151,19 @@ pub async fn chat(
     // The files the built-in calls write become the caller's artifacts.
     let scope = Scope::Request(caller.owner().to_string());
     let plan = plan::plan(&st.code, &m, &b.skills, scope, free).await?;
-    let messages = plan.messages(&m, messages);
+    let mut messages = plan.messages(&m, messages);
+    let images = Images::from_openai(&st.inference.images, &mut messages, plan.agent.is_some())?;
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;
     }
     let think = think(&b)?;
     let (prompt, json) = generate::tool_chat_prompt(&m, &messages, tools.as_ref(), json, &think)?;
+    let prompt = images.attach(&m, st.inference.n_ctx, prompt).await?;
     let reasoning = prompt.reasoning;
     let lp = top_logprobs(b.logprobs, b.top_logprobs)?;
     let mut req = b.common.to_request(&st.inference, &m, prompt.ids, lp)?;
     req.json = json;
+    req.media = prompt.media;
     let names = tools.map(|t| t.names);
     let n = req.n;
     let rx = generate::start(&m, req)?;

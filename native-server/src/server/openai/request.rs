@@ -70,6 +70,7 @@ impl Common {
             n: n as usize,
             ignore_eos: self.ignore_eos.unwrap_or(false),
             json: None,
+            media: None,
         })
     }
 

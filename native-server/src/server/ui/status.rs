@@ -18,6 +18,12 @@ fn file_name(r: &Resolved) -> Option<String> {
         .map(|f| f.to_string_lossy().into_owned())
 }
 
+/// The file name of the vision projector a model is served with.
+fn projector_name(r: &Resolved) -> Option<String> {
+    let p = r.facts.mmproj.as_ref()?;
+    p.path.file_name().map(|f| f.to_string_lossy().into_owned())
+}
+
 /// `model` is the default, `models` every known name with whether it is loaded.
 #[utoipa::path(get, path = "/models", tag = "chat-ui", responses((status = 200, body = UiModels)))]
 pub async fn models(
@@ -79,7 +85,7 @@ pub async fn models(
         context_length: st.cfg.n_ctx,
         default_max_tokens: st.inference.max_tokens(),
         parallel: st.cfg.parallel,
-        projector: None,
+        projector: def.and_then(projector_name).map(serde_json::Value::from),
         video: None,
         skills,
         models,

@@ -124,7 +124,7 @@ pub struct UiModels {
     pub context_length: usize,
     pub default_max_tokens: usize,
     pub parallel: usize,
-    /// Vision projector and video support: none yet (null).
+    /// The default model's vision projector file (null: none); video support: none yet.
     #[schema(value_type = Option<Object>)]
     pub projector: Option<Value>,
     #[schema(value_type = Option<Object>)]
