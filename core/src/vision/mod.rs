@@ -9,7 +9,7 @@ pub mod resize;
 
 pub use decode::{decode_image, probe_image, DecodeLimits, ImageError, RgbImage};
 pub use preprocess::{
-    fit_and_pad, gemma3, idefics3, idefics3_tiles, normalize, qwen2vl, qwen2vl_size, PixelTensor,
-    Tiles,
+    fit_and_pad, gemma3, idefics3, idefics3_grid, idefics3_tiles, normalize, qwen2vl, qwen2vl_size,
+    PixelTensor, Tiles,
 };
 pub use resize::{resize, Filter};

@@ -143,6 +143,29 @@ pub fn qwen2vl(
     (fitted, tensor)
 }
 
+/// The size [`idefics3_tiles`] first resizes a `width` x `height` image to: its longest side
+/// `longest_edge`, the other truncated by the aspect ratio and made even.
+pub fn idefics3_size(width: u32, height: u32, longest_edge: u32) -> (u32, u32) {
+    let aspect = f64::from(width) / f64::from(height);
+    let (mut w, mut h);
+    if width >= height {
+        w = longest_edge;
+        h = ((f64::from(longest_edge) / aspect) as u32).max(1);
+        h += h % 2;
+    } else {
+        h = longest_edge;
+        w = ((f64::from(longest_edge) * aspect) as u32).max(1);
+        w += w % 2;
+    }
+    (w, h)
+}
+
+/// Tiles across and down for a `width` x `height` image (see [`idefics3_tiles`]).
+pub fn idefics3_grid(width: u32, height: u32, longest_edge: u32, tile: u32) -> (u32, u32) {
+    let (w, h) = idefics3_size(width, height, longest_edge);
+    (w.div_ceil(tile), h.div_ceil(tile))
+}
+
 /// An image cut for Idefics3 / SmolVLM: `grid_x` x `grid_y` tiles, row by row, and an
 /// overview of the whole image at tile size.
 #[derive(Clone, Debug, PartialEq)]
@@ -172,17 +195,7 @@ fn crop(img: &RgbImage, x: u32, y: u32, w: u32, h: u32) -> RgbImage {
 /// even), resize again up to whole tiles, cut the tiles row by row, and shrink that image to
 /// one tile for the overview. Lanczos throughout.
 pub fn idefics3_tiles(img: &RgbImage, longest_edge: u32, tile: u32) -> Tiles {
-    let aspect = f64::from(img.width) / f64::from(img.height);
-    let (mut w, mut h);
-    if img.width >= img.height {
-        w = longest_edge;
-        h = ((f64::from(longest_edge) / aspect) as u32).max(1);
-        h += h % 2;
-    } else {
-        h = longest_edge;
-        w = ((f64::from(longest_edge) * aspect) as u32).max(1);
-        w += w % 2;
-    }
+    let (w, h) = idefics3_size(img.width, img.height, longest_edge);
     let (grid_x, grid_y) = (w.div_ceil(tile), h.div_ceil(tile));
     let resized = resize(img, w, h, Filter::Lanczos);
     let refined = resize(&resized, grid_x * tile, grid_y * tile, Filter::Lanczos);

@@ -116,6 +116,12 @@ impl Idefics3Vision {
         })
     }
 
+    /// The longest side images are first resized to (`clip.vision.preproc_image_size`), when
+    /// the mmproj gives it.
+    pub fn longest_edge(&self) -> Option<u32> {
+        self.longest_edge
+    }
+
     /// Side of a tile in pixels (the tower's input).
     pub fn tile_size(&self) -> usize {
         self.tower.hparams().image_size

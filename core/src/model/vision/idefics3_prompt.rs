@@ -62,6 +62,16 @@ impl Idefics3Layout {
         tok: &Tokenizer,
         image: &Idefics3Image,
     ) -> Result<Vec<PromptPiece>, VisionError> {
+        self.pieces_with(image, |y, x| tok.encode(&tile_marker(y, x), false, true))
+    }
+
+    /// [`pieces`](Self::pieces) with each tile's marker tokens from `marker(row, col)` (0-based),
+    /// for a caller that tokenized them beforehand.
+    pub fn pieces_with(
+        &self,
+        image: &Idefics3Image,
+        marker: impl Fn(usize, usize) -> Vec<u32>,
+    ) -> Result<Vec<PromptPiece>, VisionError> {
         let (gx, gy) = (image.grid_x, image.grid_y);
         if gx == 0 || gy == 0 || image.rows.len() != gx * gy + 1 {
             return Err(VisionError::Input(format!(
@@ -83,8 +93,7 @@ impl Idefics3Layout {
         let mut out = Vec::new();
         for y in 0..gy {
             for x in 0..gx {
-                let marker = format!("<fake_token_around_image><row_{}_col_{}>", y + 1, x + 1);
-                push_tokens(&mut out, &tok.encode(&marker, false, true));
+                push_tokens(&mut out, &marker(y, x));
                 push_rows(&mut out, &image.rows[y * gx + x], image.n_tokens);
             }
             if y + 1 < gy {
@@ -154,4 +163,9 @@ fn push_rows(out: &mut Vec<PromptPiece>, data: &Arc<[f32]>, n: usize) {
         n,
         bidirectional: false,
     });
+}
+
+/// The text before tile (`y`, `x`) (0-based): `<fake_token_around_image><row_Y_col_X>`.
+pub fn tile_marker(y: usize, x: usize) -> String {
+    format!("<fake_token_around_image><row_{}_col_{}>", y + 1, x + 1)
 }

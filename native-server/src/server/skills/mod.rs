@@ -141,9 +141,7 @@ async fn install(
 
 /// Writes the uploaded zip to an unnamed temporary file as it arrives (the body limit bounds
 /// it), so installing reads it from disk rather than memory.
-async fn spool(
-    mut field: axum::extract::multipart::Field<'_>,
-) -> Result<std::fs::File, ApiError> {
+async fn spool(mut field: axum::extract::multipart::Field<'_>) -> Result<std::fs::File, ApiError> {
     use tokio::io::AsyncWriteExt;
     let spool_error =
         |e: std::io::Error| ApiError::internal(format!("spooling the skill archive: {e}"));
