@@ -1,6 +1,6 @@
 //! `/api/v1/ab`: A/B tests between two served models. Requests with `model: "ab:<id>"` (or an
 //! `X-Ab-Test-Id` header) are split between the arms by `share_b` (the routing itself is in
-//! `server/auth/access.rs`, the split in weft-storage's `ab.rs`); votes say which arm's
+//! `server/inference/admission.rs`, the split in weft-storage's `ab.rs`); votes say which arm's
 //! answers people preferred; `GET /ab/{id}` gives both counts.
 
 use axum::extract::{Path, State};

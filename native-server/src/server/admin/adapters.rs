@@ -1,7 +1,7 @@
 //! `/api/v1/adapters`: LoRA adapters registered against a base model. Metadata only: no small
 //! real LoRA GGUF for the models Weft is tested with was found to build and test weight
 //! merging against, so a request naming an adapter as its model is a 501
-//! (`server/auth/access.rs`). What registering checks: the base model is served, the file is
+//! (`server/inference/admission.rs`). What registering checks: the base model is served, the file is
 //! inside the models store, and it is a GGUF whose `general.type` is `adapter`.
 
 use std::path::{Path as FsPath, PathBuf};

@@ -1,5 +1,5 @@
 //! `/api/v1/tenants`: groups of keys sharing a model allow-list and a token quota, enforced
-//! when a model is leased (`server/auth/access.rs`). The quota is a total of prompt +
+//! when a model is leased (`server/inference/admission.rs`). The quota is a total of prompt +
 //! completion tokens, not a period: `PATCH` with `reset_usage` starts the count again.
 
 use axum::extract::{Path, State};

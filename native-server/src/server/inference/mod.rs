@@ -1,5 +1,5 @@
 //! What running a model for a request needs, in one service below every surface: the model
-//! registry, the checks of who may run what (`auth::access`, with the database and the
+//! registry, the checks of who may run what (`admission`, with the database and the
 //! token buckets), and the generation limits and sampling defaults (flags, then the admin
 //! settings). Surfaces reach it through the server state (`FromRef`); it knows nothing of
 //! them, so the inference path (leasing, prompt building, generation) draws no arrow back up
