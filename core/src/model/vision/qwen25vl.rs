@@ -26,13 +26,10 @@
 use std::sync::Arc;
 
 use super::mmproj::{Mmproj, Projector, VisionError, VisionHparams};
+use super::siglip::{derived_file, expect, patch_cols, raw_tensor, Derived};
 use crate::backend::{Backend, Graph, Readback, SeqSpan, StepBatch, TensorId, Weight};
 use crate::dtype::GgmlType;
-use crate::gguf::{write_gguf, ModelFile, TensorToWrite};
-
-/// Unfolded patch rows are padded with zeros to a multiple of this many values (the GPU
-/// products take whole 32-value blocks); zeros change no sum.
-const PATCH_ALIGN: usize = 32;
+use crate::gguf::ModelFile;
 
 /// Patches per merged token side (`clip.vision.spatial_merge_size` when set).
 const DEFAULT_MERGE: usize = 2;
@@ -448,54 +445,24 @@ fn full_attention_layers(mm: &Mmproj, n_layer: usize) -> Result<Vec<bool>, Visio
     Ok(vec![true; n_layer])
 }
 
-/// Values per unfolded patch row: `3·p·p`, padded to [`PATCH_ALIGN`].
-fn patch_cols(hp: &VisionHparams) -> usize {
-    (3 * hp.patch_size * hp.patch_size).next_multiple_of(PATCH_ALIGN)
-}
-
-/// Checks a loaded tensor's shape.
-fn expect(w: Weight, name: &str, cols: usize, rows: usize) -> Result<Weight, VisionError> {
-    if w.cols == cols && w.rows == rows {
-        Ok(w)
-    } else {
-        Err(VisionError::Tensor {
-            name: name.into(),
-            message: format!(
-                "expected {cols} x {rows} (values per row x rows), found {} x {}",
-                w.cols, w.rows
-            ),
-        })
-    }
-}
-
 /// An unquantized tensor's values as f32.
 fn values(file: &ModelFile, name: &str, dims: &[u64]) -> Result<Vec<f32>, VisionError> {
-    let bad = |message: String| VisionError::Tensor {
-        name: name.into(),
-        message,
-    };
-    let (info, bytes) = file.tensor(name).ok_or_else(|| bad("missing".into()))?;
-    if info.dims != dims {
-        return Err(bad(format!(
-            "expected dims {dims:?}, found {:?}",
-            info.dims
-        )));
-    }
-    match info.ty {
-        GgmlType::F32 => Ok(bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect()),
-        GgmlType::F16 => Ok(bytes
+    let (ty, _, bytes) = raw_tensor(file, name, dims)?;
+    Ok(match ty {
+        GgmlType::F16 => bytes
             .chunks_exact(2)
             .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect()),
-        GgmlType::BF16 => Ok(bytes
+            .collect(),
+        GgmlType::BF16 => bytes
             .chunks_exact(2)
             .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect()),
-        t => Err(bad(format!("type {t:?} is not supported (f32, f16, bf16)"))),
-    }
+            .collect(),
+        // `raw_tensor` lets through f32, f16 and bf16 only.
+        _ => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+    })
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -534,29 +501,19 @@ fn derived_weights(
             f32_bytes(&m)
         })
         .collect();
-    let names: Vec<String> = (0..parts.len())
-        .map(|k| format!("mm.0.weight.part{k}"))
-        .collect();
-    let patch_bytes = f32_bytes(&patch);
-    let patch_dims = [kp as u64, n];
-    let part_dims = [n, wide as u64];
-    let mut tensors = vec![TensorToWrite {
-        name: "v.patch_embd.weight",
-        dims: &patch_dims,
+    let mut tensors = vec![Derived {
+        name: "v.patch_embd.weight".into(),
+        dims: [kp as u64, n],
         ty: GgmlType::F32,
-        data: &patch_bytes,
+        data: f32_bytes(&patch),
     }];
-    for (name, data) in names.iter().zip(&parts) {
-        tensors.push(TensorToWrite {
-            name,
-            dims: &part_dims,
+    for (k, data) in parts.into_iter().enumerate() {
+        tensors.push(Derived {
+            name: format!("mm.0.weight.part{k}"),
+            dims: [n, wide as u64],
             ty: GgmlType::F32,
             data,
         });
     }
-    let bytes = write_gguf(&[], &tensors, 32);
-    ModelFile::from_vec(bytes).map_err(|e| VisionError::Tensor {
-        name: "v.patch_embd.weight".into(),
-        message: format!("re-laying out: {e}"),
-    })
+    derived_file(&tensors)
 }
