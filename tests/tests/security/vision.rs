@@ -143,8 +143,11 @@ fn images_are_bounded_before_decoding() {
         .map(String::from),
     );
     let small = uri(&bomb(16, 16));
-    // A first image request, so the encoder and its buffers are part of the peak.
+    // A first image request, so the encoder and its buffers are part of the peak; and a first
+    // video (one frame: a second distinct image grows the peak once, as a second image does).
     assert_eq!(chat(&s, std::slice::from_ref(&small)).0, 200);
+    let video = video_uri("h264_baseline.mp4");
+    assert_eq!(video_chat(&s, &video, json!({"max_frames": 1})).0, 200);
     let before = peak(&s);
     // 30000 x 30000 x 3 = 2.7 GB of pixels behind a few KB of PNG.
     let b = bomb(30000, 2000);
@@ -176,7 +179,6 @@ fn images_are_bounded_before_decoding() {
         "not fetched",
     );
     // Videos: 4 s at 8 fps, 64x48 (tests/data/media).
-    let video = video_uri("h264_baseline.mp4");
     let none = json!({});
     video_refused(
         &s,
