@@ -320,6 +320,14 @@ fn chat_with_file(c: &Client, key: &str, sid: Option<&str>, name: &str) -> Respo
     call(c, key, "POST", "/api/ui/chat", Some(&body.to_string()))
 }
 
+/// The same turn naming upload `name` in `imagePaths` (the chat UI's images).
+fn chat_with_image(c: &Client, key: &str, name: &str) -> Response {
+    let body = json!({"model": "smol", "maxTokens": 2,
+        "messages": [{"role": "user", "content": "Describe the picture.",
+                      "imagePaths": [name]}]});
+    call(c, key, "POST", "/api/ui/chat", Some(&body.to_string()))
+}
+
 fn uploads_belong_to_their_owner(db: &Db) {
     let s = db.serve(&[]);
     let c = s.client();
@@ -358,6 +366,15 @@ fn uploads_belong_to_their_owner(db: &Db) {
             let r = chat_with_file(&c, key, None, name);
             assert!(r.status >= 400, "{who} attaches A's upload: {}", r.body);
             assert_eq!(r.status, missing.status, "{}", r.body);
+            assert_eq!(error_of(&r), error_of(&missing).replace(none, name));
+            // The same through imagePaths: found (or not) the same way.
+            let missing = chat_with_image(&c, key, none);
+            let r = chat_with_image(&c, key, name);
+            assert_eq!(
+                r.status, 400,
+                "{who} names A's upload as an image: {}",
+                r.body
+            );
             assert_eq!(error_of(&r), error_of(&missing).replace(none, name));
             if let Some(sid) = session {
                 let r = chat_with_file(&c, key, Some(sid), name);
