@@ -2,7 +2,8 @@
 //! whose header claims 30000x30000 over a deflate stream of zeros) is refused from its header
 //! with the server's peak resident size unchanged; too many images, too many image bytes and
 //! image tokens past the context are refused before any work; remote URLs are never fetched;
-//! the server keeps serving images afterwards. Videos (`video_url` parts) likewise: frames past
+//! the server keeps serving images afterwards; `/v1/responses` `input_image` parts meet the
+//! same bounds. Videos (`video_url` parts) likewise: frames past
 //! the context refused from the headers, remote URLs, options out of range, garbage and
 //! unsupported codecs refused before any frame is decoded.
 
@@ -107,6 +108,19 @@ fn video_uri(name: &str) -> String {
         .join(name);
     let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap());
     format!("data:video/mp4;base64,{b64}")
+}
+
+/// A `/v1/responses` request with `input_image` parts, unstored.
+fn respond(s: &Server, urls: &[String]) -> (u16, serde_json::Value) {
+    let mut content: Vec<serde_json::Value> = urls
+        .iter()
+        .map(|u| json!({"type": "input_image", "image_url": u}))
+        .collect();
+    content.push(json!({"type": "input_text", "text": "What is this?"}));
+    let body = json!({"model": "gemma", "max_output_tokens": 1, "store": false,
+                      "input": [{"role": "user", "content": content}]});
+    let r = s.request("POST", "/v1/responses", Some(&body.to_string()));
+    (r.status, r.json())
 }
 
 fn refused(s: &Server, what: &str, urls: &[String], needle: &str) {
@@ -242,6 +256,29 @@ fn images_are_bounded_before_decoding() {
         "larger than",
     );
     assert_eq!(video_chat(&s, &video, json!({"max_frames": 1})).0, 200);
+    // `/v1/responses` `input_image` parts take the same path and bounds.
+    let b = uri(&bomb(30000, 2000));
+    for (what, urls, needle) in [
+        ("responses bomb", vec![b], "30000x30000"),
+        (
+            "responses too many images",
+            vec![small.clone(); 3],
+            "too many images",
+        ),
+        (
+            "responses remote url",
+            vec!["http://127.0.0.1:9/x.png".into()],
+            "data URI",
+        ),
+    ] {
+        let (status, body) = respond(&s, &urls);
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            status == 400 && msg.contains(needle),
+            "{what}: {status} {body}"
+        );
+    }
+    assert_eq!(respond(&s, std::slice::from_ref(&small)).0, 200);
     let grew = peak(&s).saturating_sub(before);
     assert!(
         grew < RSS_BOUND,
