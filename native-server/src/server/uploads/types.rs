@@ -30,9 +30,16 @@ pub struct UploadedFile {
     pub page_count: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extracted_page_count: Option<usize>,
-    /// PDFs: always false (no page is rendered to images: no served model has vision).
+    /// PDFs: true when the pages were rendered to images (a scanned PDF, a vision model
+    /// served): they are in `frames`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rendered_as_images: Option<bool>,
+    /// A scanned PDF's rendered pages, in order: stored image names to pass as `imagePaths`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Vec<String>>,
+    /// Where each of `frames` is downloaded (as `url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_urls: Option<Vec<String>>,
     /// A PDF without a text layer: only a vision model could read it, and none is served.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub needs_vision: bool,

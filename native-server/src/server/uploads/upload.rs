@@ -34,6 +34,8 @@ struct Prepared {
     pdf_text: Option<String>,
     meta: Meta,
     reply: UploadedFile,
+    /// A scanned PDF's pages rendered as images (stored as image uploads too).
+    pages: Vec<super::pdf_pages::PageImage>,
 }
 
 fn mib(n: usize) -> String {
@@ -217,20 +219,22 @@ pub async fn upload(
     }
     let mut prepared = Vec::new();
     for f in files {
-        prepared.push(prepare(&st, &sid, f).await?);
+        prepared.push(prepare(&st, &caller, &sid, f).await?);
     }
     let store = st.uploads.store.clone();
-    let to_write: Vec<_> = prepared
-        .iter()
-        .map(|p| {
-            (
-                p.stored.clone(),
-                p.bytes.clone(),
-                p.pdf_text.clone(),
-                p.meta.clone(),
-            )
-        })
-        .collect();
+    let mut to_write = Vec::new();
+    for p in &prepared {
+        to_write.push((
+            p.stored.clone(),
+            p.bytes.clone(),
+            p.pdf_text.clone(),
+            p.meta.clone(),
+        ));
+        for page in &p.pages {
+            let (name, png, meta) = (page.stored.clone(), page.png.clone(), page.meta.clone());
+            to_write.push((name, png, None, meta));
+        }
+    }
     let sid2 = sid.clone();
     let written = tokio::task::spawn_blocking(move || {
         for (name, bytes, text, meta) in &to_write {
@@ -251,8 +255,13 @@ pub async fn upload(
     }))
 }
 
-/// Sniffs, reads the text of, and names one file.
-async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, ApiError> {
+/// Sniffs, reads the text of (or renders the pages of a scanned PDF), and names one file.
+async fn prepare(
+    st: &UploadsState,
+    caller: &Caller,
+    sid: &str,
+    f: Received,
+) -> Result<Prepared, ApiError> {
     let kind = sniff(&f.name, &f.bytes)?;
     let stored = new_name(kind.extension(&f.name))
         .map_err(|e| ApiError::internal(format!("making a file name: {e}")))?;
@@ -271,6 +280,8 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
         page_count: None,
         extracted_page_count: None,
         rendered_as_images: None,
+        frames: None,
+        frame_urls: None,
         needs_vision: false,
         warning: None,
         truncated: false,
@@ -285,6 +296,7 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
         truncated: false,
     };
     let mut pdf_text = None;
+    let mut pages = Vec::new();
     match kind {
         Kind::Text => {
             let t = std::str::from_utf8(&f.bytes).unwrap_or_default();
@@ -301,12 +313,30 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
             meta.page_count = Some(p.page_count);
             meta.text_pages = Some(p.text_pages);
             meta.truncated = p.truncated;
-            if p.text_pages == 0 {
+            if p.text_pages == 0 && super::pdf_pages::vision_served(st, caller).await? {
+                let cfg = &st.uploads.cfg.pdf;
+                let r = super::pdf_pages::render(&f.name, f.bytes.clone(), cfg).await?;
+                let url = |name: &str| format!("/uploads/{name}?sessionId={}", query_encode(sid));
+                reply.rendered_as_images = Some(true);
+                reply.frames = Some(r.pages.iter().map(|p| p.stored.clone()).collect());
+                reply.frame_urls = Some(r.pages.iter().map(|p| url(&p.stored)).collect());
+                reply.truncated = r.pages.len() < r.page_count;
+                meta.truncated = reply.truncated;
+                if reply.truncated {
+                    reply.warning = Some(format!(
+                        "only the first {} of the PDF's {} pages were rendered (--pdf-max-pages)",
+                        r.pages.len(),
+                        r.page_count
+                    ));
+                }
+                reply.text_length = Some(0);
+                pages = r.pages;
+            } else if p.text_pages == 0 {
                 reply.needs_vision = true;
                 reply.warning = Some(format!(
                     "{:?} has no text layer (a scan or pictures of text): only a vision model \
-                     could read it, and no model on this server has vision. Upload a PDF with \
-                     selectable text, or paste its text.",
+                     could read it, and no model on this server has vision (restart it with \
+                     one: --mmproj). Upload a PDF with selectable text, or paste its text.",
                     f.name
                 ));
                 reply.text_length = Some(0);
@@ -335,6 +365,7 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
         pdf_text,
         meta,
         reply,
+        pages,
     })
 }
 
