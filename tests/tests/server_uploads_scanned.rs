@@ -201,6 +201,13 @@ fn scanned_pdf_pages_become_images_for_a_vision_model() {
         "the pages were not in the prompt: {done}"
     );
 
+    // A picture is stored without the "no model has vision" warning here.
+    let png = std::fs::read(data("vision/images/square_224x224.png")).unwrap();
+    let r = upload(&server, &sid, "square.png", &png);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["kind"], "image", "{}", r.body);
+    assert!(r.json().get("warning").is_none(), "{}", r.body);
+
     // A PDF hiding a 30000 x 30000 image is refused before anything is drawn.
     let r = upload(&server, &sid, "bomb.pdf", &pdf_with_image(30000));
     assert_eq!(r.status, 413, "{}", r.body);

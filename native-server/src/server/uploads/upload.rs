@@ -351,13 +351,14 @@ async fn prepare(
                 pdf_text = Some(p.text);
             }
         }
-        Kind::Image(_) => {
+        Kind::Image(_) if !super::pdf_pages::vision_served(st, caller).await? => {
             reply.warning = Some(
                 "images are stored, but no model on this server has vision: the chat cannot \
                  use them"
                     .into(),
             );
         }
+        Kind::Image(_) => {}
     }
     Ok(Prepared {
         stored,
