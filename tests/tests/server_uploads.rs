@@ -422,7 +422,11 @@ fn uploads_text_pdf_limits_ownership_and_chat() {
     };
     let r = ask(json!({"imagePaths": [pic]}));
     assert_eq!(r.status, 400, "{}", r.body);
-    assert!(error_of(&r).contains("text-only"), "{}", r.body);
+    assert!(
+        error_of(&r).contains("does not accept images"),
+        "{}",
+        r.body
+    );
     let r = ask(json!({"textFilePaths": ["0123456789abcdef0123456789abcdef.txt"]}));
     assert_eq!(r.status, 400, "{}", r.body);
     let r = ask(json!({"textFilePaths": [secret]}));

@@ -2,7 +2,9 @@
 //! whose header claims 30000x30000 over a deflate stream of zeros) is refused from its header
 //! with the server's peak resident size unchanged; too many images, too many image bytes and
 //! image tokens past the context are refused before any work; remote URLs are never fetched;
-//! the server keeps serving images afterwards.
+//! the server keeps serving images afterwards. Videos (`video_url` parts) likewise: frames past
+//! the context refused from the headers, remote URLs, options out of range, garbage and
+//! unsupported codecs refused before any frame is decoded.
 
 use std::io::Write;
 
@@ -68,6 +70,43 @@ fn chat(s: &Server, urls: &[String]) -> (u16, serde_json::Value) {
                       "messages": [{"role": "user", "content": content}]});
     let r = s.request("POST", "/v1/chat/completions", Some(&body.to_string()));
     (r.status, r.json())
+}
+
+/// A chat with one `video_url` part (`extra`: its `fps` / `max_frames`).
+fn video_chat(s: &Server, url: &str, extra: serde_json::Value) -> (u16, serde_json::Value) {
+    let mut video = json!({"url": url});
+    for (k, v) in extra.as_object().unwrap() {
+        video[k] = v.clone();
+    }
+    let body = json!({"model": "gemma", "max_tokens": 1, "messages": [{"role": "user",
+        "content": [{"type": "video_url", "video_url": video},
+                    {"type": "text", "text": "What happens?"}]}]});
+    let r = s.request("POST", "/v1/chat/completions", Some(&body.to_string()));
+    (r.status, r.json())
+}
+
+fn video_refused(
+    s: &Server,
+    what: &str,
+    url: &str,
+    extra: serde_json::Value,
+    status: u16,
+    needle: &str,
+) {
+    let (got, body) = video_chat(s, url, extra);
+    let msg = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        got == status && msg.contains(needle),
+        "{what}: {got} {body}"
+    );
+}
+
+fn video_uri(name: &str) -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data/media")
+        .join(name);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap());
+    format!("data:video/mp4;base64,{b64}")
 }
 
 fn refused(s: &Server, what: &str, urls: &[String], needle: &str) {
@@ -136,6 +175,71 @@ fn images_are_bounded_before_decoding() {
         &["http://127.0.0.1:9/x.png".into()],
         "not fetched",
     );
+    // Videos: 4 s at 8 fps, 64x48 (tests/data/media).
+    let video = video_uri("h264_baseline.mp4");
+    let none = json!({});
+    video_refused(
+        &s,
+        "video frames past the context",
+        &video,
+        none.clone(),
+        400,
+        "context holds",
+    );
+    video_refused(
+        &s,
+        "fps 0",
+        &video,
+        json!({"fps": 0}),
+        400,
+        "fps must be in",
+    );
+    video_refused(
+        &s,
+        "max_frames 65",
+        &video,
+        json!({"max_frames": 65}),
+        400,
+        "max_frames",
+    );
+    video_refused(
+        &s,
+        "remote video",
+        "https://127.0.0.1:9/x.mp4",
+        none.clone(),
+        400,
+        "not fetched",
+    );
+    let garbage = format!(
+        "data:video/mp4;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(b"\0\0\0\x10ftypisomgarbage!")
+    );
+    video_refused(&s, "garbage video", &garbage, none.clone(), 400, "video 0");
+    video_refused(
+        &s,
+        "HEVC",
+        &video_uri("hevc.mp4"),
+        none.clone(),
+        415,
+        "HEVC",
+    );
+    video_refused(
+        &s,
+        "WebM",
+        &video_uri("vp9.webm"),
+        none.clone(),
+        415,
+        "WebM",
+    );
+    video_refused(
+        &s,
+        "video too large",
+        &format!("data:video/mp4;base64,{}", "A".repeat(3 << 20)),
+        none,
+        400,
+        "larger than",
+    );
+    assert_eq!(video_chat(&s, &video, json!({"max_frames": 1})).0, 200);
     let grew = peak(&s).saturating_sub(before);
     assert!(
         grew < RSS_BOUND,

@@ -8,7 +8,12 @@
 //! `max_bytes` encoded bytes in a request; each image's width x height from its header at
 //! most `max_pixels` (a decompression bomb is refused there); the prompt, image tokens
 //! counted, within the context. Every refusal is a 400.
+//!
+//! OpenAI `video_url` parts are decoded into frames beforehand (`video.rs`, handed over with
+//! [`Images::with_videos`]); each frame joins the images here as pixels, after a text label
+//! with its time.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -16,7 +21,7 @@ use weft_core::chat::{Content, ContentPart, Message};
 use weft_core::engine::{Prompt, PromptPiece};
 use weft_core::scheduler::MediaPrompt;
 use weft_core::tokenizer::Tokenizer;
-use weft_core::vision::{decode_image, probe_image, DecodeLimits, ImageError};
+use weft_core::vision::{decode_image, probe_image, DecodeLimits, ImageError, RgbImage};
 
 use super::ids;
 use crate::registry::Vision;
@@ -44,13 +49,37 @@ impl Default for ImageLimits {
     }
 }
 
+/// One image of a request: encoded bytes (decoded when the prompt is built), or a video
+/// frame already decoded.
+#[derive(Debug, PartialEq)]
+enum Blob {
+    Encoded(Vec<u8>),
+    Frame(RgbImage),
+}
+
 /// The images of one request, in prompt order, and the marker standing for each in the text.
 pub struct Images {
     /// Random per request, so no text a client writes can pose as an image.
     marker: String,
-    blobs: Vec<Vec<u8>>,
+    blobs: Vec<Blob>,
     bytes: usize,
     limits: ImageLimits,
+    /// The decoded frames of the request's `video_url` parts, in the order they come.
+    videos: VecDeque<Vec<super::video::Frame>>,
+}
+
+/// The model's vision encoder, or the 400 `vision_not_supported` of a text-only model.
+pub fn vision_of(m: &Leased) -> Result<Arc<Vision>, ApiError> {
+    m.vision.clone().ok_or_else(|| {
+        ApiError::invalid_code(
+            "vision_not_supported",
+            format!(
+                "model {:?} does not accept images: it has no vision projector (start the \
+                 server with --mmproj, or put its mmproj-*.gguf beside it)",
+                m.name
+            ),
+        )
+    })
 }
 
 /// A 400 for input the loaded model cannot take.
@@ -70,7 +99,39 @@ impl Images {
             blobs: Vec::new(),
             bytes: 0,
             limits: limits.clone(),
+            videos: VecDeque::new(),
         }
+    }
+
+    /// Hands over the decoded frames of the request's `video_url` parts
+    /// ([`video::decode_parts`](super::video::decode_parts)), taken in order by
+    /// [`take_openai`](Self::take_openai).
+    pub fn with_videos(mut self, videos: VecDeque<Vec<super::video::Frame>>) -> Self {
+        self.videos = videos;
+        self
+    }
+
+    /// Adds a decoded video frame (a video counts once in `max_images`, when it is decoded)
+    /// and returns its marker.
+    fn add_frame(&mut self, img: RgbImage) -> &str {
+        self.blobs.push(Blob::Frame(img));
+        &self.marker
+    }
+
+    /// The text standing for one video: each frame's time label, then its marker.
+    fn add_video(&mut self) -> Result<String, ApiError> {
+        let frames = self.videos.pop_front().ok_or_else(|| {
+            ApiError::invalid(
+                "video_url parts are only accepted by /v1/chat/completions, without the \
+                 built-in tools",
+            )
+        })?;
+        let mut text = Vec::new();
+        for (t, img) in frames {
+            text.push(super::video::frame_label(t));
+            text.push(self.add_frame(img).to_string());
+        }
+        Ok(text.join("\n"))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -84,10 +145,14 @@ impl Images {
         messages: &mut [Message],
         agent: bool,
     ) -> Result<Images, ApiError> {
-        let mut im = Images::new(limits);
-        im.take_openai(messages)?;
-        im.check_agent(agent)?;
-        Ok(im)
+        Images::new(limits).take_all(messages, agent)
+    }
+
+    /// [`from_openai`](Self::from_openai) on these images (with their videos' frames).
+    pub fn take_all(mut self, messages: &mut [Message], agent: bool) -> Result<Images, ApiError> {
+        self.take_openai(messages)?;
+        self.check_agent(agent)?;
+        Ok(self)
     }
 
     /// Refuses images in a conversation the built-in tools' loop runs.
@@ -115,7 +180,12 @@ impl Images {
             None => data,
         };
         let i = self.blobs.len();
-        if i >= self.limits.max_images {
+        let images = self
+            .blobs
+            .iter()
+            .filter(|b| matches!(b, Blob::Encoded(_)))
+            .count();
+        if images >= self.limits.max_images {
             return Err(ApiError::invalid(format!(
                 "too many images: at most {} per request",
                 self.limits.max_images
@@ -133,7 +203,7 @@ impl Images {
             .decode(data.trim())
             .map_err(|e| ApiError::invalid(format!("image {i} is not valid base64: {e}")))?;
         self.bytes += bytes.len();
-        self.blobs.push(bytes);
+        self.blobs.push(Blob::Encoded(bytes));
         Ok(&self.marker)
     }
 
@@ -167,7 +237,8 @@ impl Images {
     }
 
     /// Takes OpenAI `image_url` parts out of `messages` (each becomes a text part holding the
-    /// marker); audio parts are refused.
+    /// marker), and `video_url` parts (each becomes its frames' labels and markers, from the
+    /// frames given to [`with_videos`](Self::with_videos)); audio parts are refused.
     pub fn take_openai(&mut self, messages: &mut [Message]) -> Result<(), ApiError> {
         for m in messages {
             let Some(Content::Parts(parts)) = &mut m.content else {
@@ -187,6 +258,7 @@ impl Images {
                         let marker = self.add_url(url)?.to_string();
                         *p = text_part(marker);
                     }
+                    "video_url" => *p = text_part(self.add_video()?),
                     "input_audio" | "audio_url" | "audio" => return Err(audio()),
                     _ => {}
                 }
@@ -235,16 +307,7 @@ impl Images {
         n_ctx: usize,
         text: &str,
     ) -> Result<(Vec<u32>, Arc<MediaPrompt>), ApiError> {
-        let vision = m.vision.clone().ok_or_else(|| {
-            ApiError::invalid_code(
-                "vision_not_supported",
-                format!(
-                    "model {:?} does not accept images: it has no vision projector (start the \
-                     server with --mmproj, or put its mmproj-*.gguf beside it)",
-                    m.name
-                ),
-            )
-        })?;
+        let vision = vision_of(m)?;
         let segments: Vec<String> = text.split(&self.marker).map(str::to_string).collect();
         if segments.len() != self.blobs.len() + 1 {
             return Err(ApiError::invalid(
@@ -282,7 +345,10 @@ impl Images {
             .collect();
         let mut n: usize = texts.iter().map(Vec::len).sum();
         for (i, b) in self.blobs.iter().enumerate() {
-            let (w, h) = probe_image(b, &limits).map_err(|e| bad_image(i, e))?;
+            let (w, h) = match b {
+                Blob::Encoded(b) => probe_image(b, &limits).map_err(|e| bad_image(i, e))?,
+                Blob::Frame(f) => (f.width, f.height),
+            };
             n += vision.n_tokens(w, h);
         }
         if n >= n_ctx {
@@ -299,9 +365,16 @@ impl Images {
         let mut pieces = Vec::new();
         push_tokens(&mut pieces, texts.next());
         for (i, b) in self.blobs.iter().enumerate() {
-            let img = decode_image(b, &limits).map_err(|e| bad_image(i, e))?;
+            let decoded;
+            let img = match b {
+                Blob::Encoded(b) => {
+                    decoded = decode_image(b, &limits).map_err(|e| bad_image(i, e))?;
+                    &decoded
+                }
+                Blob::Frame(f) => f,
+            };
             let enc = vision
-                .encode(&img)
+                .encode(img)
                 .map_err(|e| ApiError::internal(format!("encoding image {i}: {e}")))?;
             pieces.extend(enc.pieces);
             push_tokens(&mut pieces, texts.next());
@@ -348,7 +421,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(marker.starts_with("<__image_") && marker.len() > 40);
-        assert_eq!(im.blobs, vec![vec![0, 0, 0]]);
+        assert_eq!(im.blobs, vec![Blob::Encoded(vec![0, 0, 0])]);
         let e = im.add_url("https://example.invalid/cat.png").unwrap_err();
         assert!(
             e.public_message().contains("data URI"),

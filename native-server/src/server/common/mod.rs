@@ -1,5 +1,6 @@
 //! What several surfaces share: Ollama-style `options`, sampling resolution, structured output,
-//! tool calling and forcing, replies taken apart (reasoning, answer, calls), ids.
+//! tool calling and forcing, replies taken apart (reasoning, answer, calls), ids, image and
+//! video input.
 
 pub mod ids;
 pub mod images;
@@ -9,6 +10,7 @@ pub mod sampling;
 pub mod structured;
 pub mod tool_choice;
 pub mod tools;
+pub mod video;
 
 use serde::Deserialize;
 use utoipa::ToSchema;

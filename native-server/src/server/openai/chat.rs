@@ -23,6 +23,7 @@ use crate::server::code::plan::{self, Scope};
 use crate::server::common::images::Images;
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::tool_choice::{self, Offered, ToolChoice};
+use crate::server::common::video;
 use crate::server::error::{ApiError, OpenAiErrorBody};
 use crate::server::extract::OpenAiJson;
 use crate::server::generate::finish_reason;
@@ -152,7 +153,15 @@ pub async fn chat(
     let scope = Scope::Request(caller.owner().to_string());
     let plan = plan::plan(&st.code, &m, &b.skills, scope, free).await?;
     let mut messages = plan.messages(&m, messages);
-    let images = Images::from_openai(&st.inference.images, &mut messages, plan.agent.is_some())?;
+    // `video_url` parts: decoded into frames first (off the runtime), then put in place with
+    // the images.
+    let videos = if plan.agent.is_none() {
+        video::decode_parts(&st.inference.images, &m, st.inference.n_ctx, &messages).await?
+    } else {
+        Default::default()
+    };
+    let images = Images::new(&st.inference.images).with_videos(videos);
+    let images = images.take_all(&mut messages, plan.agent.is_some())?;
     if let Some(agent) = plan.agent {
         return with_builtin_tools(st, m, agent, b, messages, tools).await;
     }

@@ -8,8 +8,10 @@
 //! its message contains `[File: NAME]` for that file) is left as it is, so such clients work
 //! unchanged.
 //!
-//! No served model has vision or audio: `imagePaths`, `audioPaths` or `isVideo` are refused
-//! with 400 saying the model is text-only.
+//! A message's `imagePaths` (with `isVideo: true`: a video upload's frames) become image parts
+//! of that message (`image_paths.rs`); the chat handler then treats them as any image, and a
+//! model without a vision projector refuses them (400 `vision_not_supported`). `audioPaths` is
+//! a 400: no served model takes audio.
 //!
 //! This works on the raw JSON body, before it is parsed into the request type, so the chat
 //! handler itself does not change.
@@ -18,7 +20,7 @@ use serde_json::Value;
 
 use crate::server::conversations::default_session;
 use crate::server::error::ApiError;
-use crate::server::ui::UiState;
+use crate::server::ui::{image_paths, UiState};
 use crate::server::uploads::store::Store;
 
 /// The header and footer around an inlined file.
@@ -35,39 +37,41 @@ fn non_empty(v: Option<&Value>) -> bool {
     }
 }
 
-/// The request body with its files inlined (unchanged when it names none); only `owner`'s
-/// uploads are found.
+/// The request body with its files inlined and its images attached (unchanged when it names
+/// none); only `owner`'s uploads are found.
 pub async fn apply(st: &UiState, owner: &str, mut v: Value) -> Result<Value, ApiError> {
-    let model = v
-        .get("model")
-        .or_else(|| v.get("modelName"))
-        .and_then(Value::as_str)
-        .map(|m| format!("model {m:?}"))
-        .unwrap_or_else(|| "the default model".into());
-    let media = |o: &Value| {
-        ["imagePaths", "audioPaths", "isVideo"]
-            .iter()
-            .any(|k| non_empty(o.get(*k)))
-    };
-    let messages_media = v
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|ms| ms.iter().any(media));
-    if media(&v) || messages_media {
-        return Err(ApiError::invalid(format!(
-            "{model} is text-only (no model on this server has vision or audio): it cannot \
-             read images, video or audio. Send text, or a PDF with a text layer."
-        )));
-    }
-    let top = v
-        .as_object_mut()
-        .and_then(|o| o.remove("textFilePaths"))
-        .filter(|p| non_empty(Some(p)));
-    let has_paths = top.is_some()
+    let audio = |o: &Value| non_empty(o.get("audioPaths"));
+    if audio(&v)
         || v.get("messages")
             .and_then(Value::as_array)
-            .is_some_and(|ms| ms.iter().any(|m| non_empty(m.get("textFilePaths"))));
-    if !has_paths {
+            .is_some_and(|ms| ms.iter().any(audio))
+    {
+        return Err(ApiError::invalid(
+            "audio input is not supported by the loaded model",
+        ));
+    }
+    let obj = v.as_object_mut();
+    let (top, top_images, top_video) = match obj {
+        Some(o) => (
+            o.remove("textFilePaths").filter(|p| non_empty(Some(p))),
+            o.remove("imagePaths").filter(|p| non_empty(Some(p))),
+            non_empty(o.remove("isVideo").as_ref()),
+        ),
+        None => (None, None, false),
+    };
+    if top_video && top_images.is_none() {
+        return Err(ApiError::invalid(
+            "isVideo needs the video's frames in imagePaths (the upload reply's frames)",
+        ));
+    }
+    let in_messages = |k: &str| {
+        v.get("messages")
+            .and_then(Value::as_array)
+            .is_some_and(|ms| ms.iter().any(|m| non_empty(m.get(k))))
+    };
+    let has_paths = top.is_some() || in_messages("textFilePaths");
+    let has_images = top_images.is_some() || in_messages("imagePaths") || in_messages("isVideo");
+    if !has_paths && !has_images {
         return Ok(v);
     }
     let sid = v
@@ -77,7 +81,23 @@ pub async fn apply(st: &UiState, owner: &str, mut v: Value) -> Result<Value, Api
         .unwrap_or_else(|| default_session(owner));
     let store = st.uploads.store.clone();
     let owner = owner.to_string();
-    tokio::task::spawn_blocking(move || inline_all(&store, &owner, &sid, v, top))
+    let job = move || {
+        let mut v = if has_paths {
+            inline_all(&store, &owner, &sid, v, top)?
+        } else {
+            v
+        };
+        if has_images {
+            let Some(messages) = v.get_mut("messages").and_then(Value::as_array_mut) else {
+                return Err(ApiError::invalid(
+                    "imagePaths needs a user message to attach the images to",
+                ));
+            };
+            image_paths::attach(&store, &owner, &sid, messages, top_images, top_video)?;
+        }
+        Ok(v)
+    };
+    tokio::task::spawn_blocking(job)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
 }
@@ -134,8 +154,7 @@ fn inline_all(
             let text = text.ok_or_else(|| {
                 ApiError::invalid(if meta.kind == "image" {
                     format!(
-                        "{:?} is an image, and the models here are text-only; pass text \
-                         files in textFilePaths",
+                        "{:?} is an image: pass it in imagePaths, not textFilePaths",
                         meta.file_name
                     )
                 } else {

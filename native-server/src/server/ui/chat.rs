@@ -15,6 +15,7 @@ use crate::server::auth::caller::Caller;
 use crate::server::auth::context::RequestCtx;
 use crate::server::code::agent::ClientTools;
 use crate::server::code::plan::{self, Scope};
+use crate::server::common::images::Images;
 use crate::server::common::reply::ReplyParts;
 use crate::server::common::sampling::SamplingFields;
 use crate::server::common::tools::{self, ToolCall};
@@ -198,7 +199,9 @@ pub async fn chat(st: UiState, ctx: RequestCtx, caller: Caller, b: UiChatRequest
     };
     let scope = Scope::Session(owner.clone(), sid.clone());
     let plan = plan::plan(&st.code, &m, &b.skills, scope, true).await?;
-    let for_model = plan.messages(&m, &conversation);
+    let mut for_model = plan.messages(&m, &conversation);
+    // Uploaded images (`imagePaths`, made image parts by `attachments.rs`).
+    let images = Images::from_openai(&st.inference.images, &mut for_model, plan.agent.is_some())?;
     let req_sampling = SamplingFields {
         temperature: b.temperature,
         top_k: b.top_k,
@@ -226,12 +229,15 @@ pub async fn chat(st: UiState, ctx: RequestCtx, caller: Caller, b: UiChatRequest
     let think = Think::enabled(b.think);
     let defs = tools.as_ref().map(|t| t.defs.as_slice());
     let prompt = generate::chat_prompt(&m, &for_model, defs, "", &think)?;
+    let prompt = images.attach(&m, st.inference.n_ctx, prompt).await?;
     let max_tokens = st
         .inference
         .tokens_to_generate(prompt.ids.len(), b.max_tokens)?;
     let names = tools.map(|t| t.names);
     let mut parts = ReplyParts::new(prompt.reasoning, names, think.enabled != Some(false));
-    let rx = generate::start(&m, GenRequest::plain(prompt.ids, sampling, max_tokens))?;
+    let mut req = GenRequest::plain(prompt.ids, sampling, max_tokens);
+    req.media = prompt.media;
+    let rx = generate::start(&m, req)?;
     let started = std::time::Instant::now();
     let mut reply = String::new();
     let st2 = st.clone();

@@ -5,6 +5,7 @@
 pub mod attachments;
 pub mod chat;
 mod history;
+mod image_paths;
 mod sessions;
 mod state;
 mod status;

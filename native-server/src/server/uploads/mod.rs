@@ -6,10 +6,12 @@
 //!   archives refused);
 //! - `pdf_guard.rs`, `pdf.rs`, `pdf_text.rs`: a PDF's text layer, bounded in time and memory;
 //! - `pdf_pages.rs`: a scanned PDF's pages as image uploads, when a vision model is served;
+//! - `video.rs`: a video's sampled frames, stored as image uploads;
 //! - `store.rs`: the per-session folders under `--uploads-dir`, random names;
 //! - `upload.rs`, `download.rs`: the two routes; `types.rs`: their wire shapes.
 //!
-//! How `/api/chat` uses the files (`textFilePaths`) is in `ui/attachments.rs`.
+//! How `/api/chat` uses the files (`textFilePaths`, `imagePaths`, `isVideo`) is in
+//! `ui/attachments.rs` and `ui/image_paths.rs`.
 
 mod download;
 pub mod pdf;
@@ -21,6 +23,7 @@ mod state;
 pub mod store;
 pub mod types;
 mod upload;
+mod video;
 
 use std::path::PathBuf;
 

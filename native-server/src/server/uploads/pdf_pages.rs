@@ -101,6 +101,7 @@ pub async fn render(name: &str, bytes: Bytes, lim: &PdfLimits) -> Result<Scanned
             page_count: None,
             text_pages: None,
             truncated: false,
+            time_s: None,
         };
         pages.push(PageImage {
             stored,

@@ -12,6 +12,9 @@ pub enum Kind {
     Text,
     Pdf,
     Image(Image),
+    /// A video container (MP4/MOV, WebM/Matroska, AVI): only MP4/MOV with H.264 is read into
+    /// frames; the others are refused by name when the frames are taken (`video.rs`).
+    Video,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +26,13 @@ pub enum Image {
 }
 
 impl Kind {
-    /// `text`, `pdf` or `image` (the reply's `kind`).
+    /// `text`, `pdf`, `image` or `video` (the reply's `kind`).
     pub fn name(self) -> &'static str {
         match self {
             Kind::Text => "text",
             Kind::Pdf => "pdf",
             Kind::Image(_) => "image",
+            Kind::Video => "video",
         }
     }
 
@@ -42,6 +46,7 @@ impl Kind {
             Kind::Image(Image::Jpeg) => "image/jpeg",
             Kind::Image(Image::Gif) => "image/gif",
             Kind::Image(Image::Webp) => "image/webp",
+            Kind::Video => "video/mp4",
         }
     }
 
@@ -59,6 +64,7 @@ impl Kind {
             Kind::Image(Image::Jpeg) => ("jpg", &["jpg", "jpeg"]),
             Kind::Image(Image::Gif) => ("gif", &["gif"]),
             Kind::Image(Image::Webp) => ("webp", &["webp"]),
+            Kind::Video => ("mp4", &["mp4", "m4v", "mov"]),
         };
         allowed
             .iter()
@@ -136,13 +142,24 @@ pub fn sniff(name: &str, bytes: &[u8]) -> Result<Kind, ApiError> {
     if bytes.len() >= 12 && starts(b"RIFF") && &bytes[8..12] == b"WEBP" {
         return Ok(Kind::Image(Image::Webp));
     }
+    if is_video(bytes) {
+        return Ok(Kind::Video);
+    }
     if !bytes.contains(&0) && std::str::from_utf8(bytes).is_ok() {
         return Ok(Kind::Text);
     }
     Err(unsupported(format!(
-        "{name:?} is neither UTF-8 text, a PDF nor a PNG, JPEG, GIF or WebP image (judged by \
-         its content, not its name)"
+        "{name:?} is neither UTF-8 text, a PDF, a PNG, JPEG, GIF or WebP image nor an MP4 video \
+         (judged by its content, not its name)"
     )))
+}
+
+/// An ISO-BMFF file (MP4/MOV: a small `ftyp` box first, so its size starts with a NUL byte,
+/// which text never has), Matroska/WebM (the EBML magic) or AVI.
+fn is_video(bytes: &[u8]) -> bool {
+    (bytes.len() >= 8 && bytes[0] == 0 && &bytes[4..8] == b"ftyp")
+        || bytes.starts_with(&[0x1a, 0x45, 0xdf, 0xa3])
+        || (bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"AVI ")
 }
 
 /// The client's file name reduced to its last component, without control characters, at most
@@ -176,6 +193,9 @@ mod tests {
             sniff("x", b"RIFF\0\0\0\0WEBPVP8 ").unwrap(),
             Kind::Image(Image::Webp)
         );
+        assert_eq!(sniff("a.txt", b"\0\0\0\x20ftypisom").unwrap(), Kind::Video);
+        assert_eq!(sniff("a", b"\x1a\x45\xdf\xa3webm").unwrap(), Kind::Video);
+        assert_eq!(sniff("a", b"1234ftyp text").unwrap(), Kind::Text);
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub struct Meta {
     pub text_pages: Option<usize>,
     #[serde(default)]
     pub truncated: bool,
+    /// A frame taken from a video upload: its time in the video, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
 }
 
 /// The uploads folder.
@@ -175,6 +178,7 @@ mod tests {
             page_count: None,
             text_pages: None,
             truncated: false,
+            time_s: None,
         };
         s.save("key_a", "one", &n, b"hi", None, &meta).unwrap();
         assert_eq!(s.text("key_a", "one", &n).unwrap().1.as_deref(), Some("hi"));

@@ -12,7 +12,7 @@ pub struct UploadedFile {
     pub file: String,
     /// Where the owner session downloads it (`GET /uploads/{file}?sessionId=...`).
     pub url: String,
-    /// `text`, `pdf` or `image` (decided from the content, not the name).
+    /// `text`, `pdf`, `image` or `video` (decided from the content, not the name).
     pub media_type: &'static str,
     /// The same as `mediaType`.
     pub kind: &'static str,
@@ -34,12 +34,6 @@ pub struct UploadedFile {
     /// served): they are in `frames`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rendered_as_images: Option<bool>,
-    /// A scanned PDF's rendered pages, in order: stored image names to pass as `imagePaths`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub frames: Option<Vec<String>>,
-    /// Where each of `frames` is downloaded (as `url`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub frame_urls: Option<Vec<String>>,
     /// A PDF without a text layer: only a vision model could read it, and none is served.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub needs_vision: bool,
@@ -48,6 +42,17 @@ pub struct UploadedFile {
     pub warning: Option<String>,
     /// The text stops early (a page or size limit).
     pub truncated: bool,
+    /// Videos: the sampled frames, stored as image uploads of the same session (pass them as
+    /// `imagePaths` with `isVideo: true`), in source order. Scanned PDFs rendered for a vision
+    /// model: the pages, in order (pass them as `imagePaths`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames: Option<Vec<String>>,
+    /// Where the session downloads each of `frames`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_urls: Option<Vec<String>>,
+    /// Videos: each frame's time in the video, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame_times: Option<Vec<f64>>,
 }
 
 /// `POST /api/upload`: the first file's fields, plus every file in `files`.

@@ -36,6 +36,8 @@ struct Prepared {
     reply: UploadedFile,
     /// A scanned PDF's pages rendered as images (stored as image uploads too).
     pages: Vec<super::pdf_pages::PageImage>,
+    /// A video's frames, stored as image uploads beside it: (name, PNG bytes, metadata).
+    frames: Vec<(String, Vec<u8>, Meta)>,
 }
 
 fn mib(n: usize) -> String {
@@ -119,9 +121,9 @@ async fn small_field(field: &mut Field<'_>, max: usize, what: &str) -> Result<St
               (status = 413, body = PlainErrorBody,
                description = "Over --upload-max-file, --upload-max-request or --upload-max-files, or a text field too long"),
               (status = 415, body = PlainErrorBody,
-               description = "Not text, PDF or an image (executables and archives)"),
+               description = "Not text, PDF, an image or an MP4/H.264 video (executables, archives, other video codecs and containers, named)"),
               (status = 422, body = PlainErrorBody,
-               description = "A corrupt, hostile or too complex PDF")))]
+               description = "A corrupt, hostile or too complex PDF or video")))]
 pub async fn upload(
     State(st): State<UploadsState>,
     caller: Caller,
@@ -222,8 +224,11 @@ pub async fn upload(
         prepared.push(prepare(&st, &caller, &sid, f).await?);
     }
     let store = st.uploads.store.clone();
-    let mut to_write = Vec::new();
+    let mut to_write: Vec<_> = Vec::new();
     for p in &prepared {
+        for (name, png, meta) in &p.frames {
+            to_write.push((name.clone(), Bytes::from(png.clone()), None, meta.clone()));
+        }
         to_write.push((
             p.stored.clone(),
             p.bytes.clone(),
@@ -280,11 +285,12 @@ async fn prepare(
         page_count: None,
         extracted_page_count: None,
         rendered_as_images: None,
-        frames: None,
-        frame_urls: None,
         needs_vision: false,
         warning: None,
         truncated: false,
+        frames: None,
+        frame_urls: None,
+        frame_times: None,
     };
     let mut meta = Meta {
         file_name: f.name.clone(),
@@ -294,9 +300,11 @@ async fn prepare(
         page_count: None,
         text_pages: None,
         truncated: false,
+        time_s: None,
     };
     let mut pdf_text = None;
     let mut pages = Vec::new();
+    let mut frames = Vec::new();
     match kind {
         Kind::Text => {
             let t = std::str::from_utf8(&f.bytes).unwrap_or_default();
@@ -351,14 +359,33 @@ async fn prepare(
                 pdf_text = Some(p.text);
             }
         }
-        Kind::Image(_) if !super::pdf_pages::vision_served(st, caller).await? => {
-            reply.warning = Some(
-                "images are stored, but no model on this server has vision: the chat cannot \
-                 use them"
-                    .into(),
+        Kind::Image(_) => {}
+        Kind::Video => {
+            for fr in super::video::frames(&f.name, f.bytes.clone()).await? {
+                let name = new_name("png")
+                    .map_err(|e| ApiError::internal(format!("making a file name: {e}")))?;
+                let meta = Meta {
+                    file_name: format!("{} at {:.2} s.png", f_stem(&meta.file_name), fr.time_s),
+                    kind: "image".into(),
+                    media_type: "image/png".into(),
+                    size: fr.png.len() as u64,
+                    page_count: None,
+                    text_pages: None,
+                    truncated: false,
+                    time_s: Some(fr.time_s),
+                };
+                frames.push((name, fr.png, meta));
+            }
+            let url = |n: &str| format!("/uploads/{n}?sessionId={}", query_encode(sid));
+            reply.frames = Some(frames.iter().map(|(n, ..)| n.clone()).collect());
+            reply.frame_urls = Some(frames.iter().map(|(n, ..)| url(n)).collect());
+            reply.frame_times = Some(
+                frames
+                    .iter()
+                    .map(|(.., m)| m.time_s.unwrap_or(0.0))
+                    .collect(),
             );
         }
-        Kind::Image(_) => {}
     }
     Ok(Prepared {
         stored,
@@ -367,7 +394,13 @@ async fn prepare(
         meta,
         reply,
         pages,
+        frames,
     })
+}
+
+/// A file name without its extension (a frame's display name starts with its video's).
+fn f_stem(name: &str) -> &str {
+    name.rsplit_once('.').map_or(name, |(stem, _)| stem)
 }
 
 /// Percent-encodes a query value (session ids are usually plain, but any id must round-trip).
