@@ -186,7 +186,7 @@ fn scanned_pdf_pages_become_images_for_a_vision_model() {
         "maxTokens": 4,
         "temperature": 0,
     });
-    let r = server.request("POST", "/api/chat", Some(&chat.to_string()));
+    let r = server.request("POST", "/api/ui/chat", Some(&chat.to_string()));
     assert_eq!(r.status, 200, "{}", r.body);
     let done: Value = r
         .sse_data()
