@@ -3,13 +3,14 @@
 // and a text-only one (WEFT_MODEL2):
 //  a PNG attached with the button shows as a thumbnail, is sent as `imagePaths`, the answer
 //  comes and its prompt holds the image's tokens, and the picture shows in the conversation
-//  (also after a reload, read back from the session's history); a scanned PDF attaches as its
-//  rendered pages; the text-only model gets a clear notice and nothing is sent; no console
-//  errors.
+//  (also after a reload, read back from the session's history); a video's frames are sent with
+//  `isVideo`; a scanned PDF attaches as its rendered pages; the text-only model gets a clear
+//  notice and nothing is sent; no console errors.
 // Prints one JSON line at the end ({"ok": true, "screenshots": [...]}). Exit code 0 = pass.
 //
-// Env: WEFT_BIN, WEFT_VISION_MODEL, WEFT_MMPROJ, WEFT_MODEL2, WEFT_IMAGE (a PNG), WEFT_SCAN (a
-// PDF without a text layer), WEFT_ARTIFACTS (screenshots), CHROMIUM (default /usr/bin/chromium).
+// Env: WEFT_BIN, WEFT_VISION_MODEL, WEFT_MMPROJ, WEFT_MODEL2, WEFT_IMAGE (a PNG), WEFT_VIDEO
+// (a 4 s MP4), WEFT_SCAN (a PDF without a text layer), WEFT_ARTIFACTS (screenshots), CHROMIUM
+// (default /usr/bin/chromium).
 
 import { chromium } from "playwright-core";
 import { spawn } from "node:child_process";
@@ -116,7 +117,23 @@ try {
   assert.equal(await page.locator(".msg").count(), 4);
   await loaded(".msg.user img.att-img");
 
-  // 3. A scanned PDF: its rendered pages attach as images (thumbnail and page count).
+  // 3. A video: its sampled frames attach (thumbnail and frame count) and go as `isVideo`.
+  await page.click("#new-chat");
+  await page.waitForFunction(() => document.querySelectorAll(".msg").length === 0);
+  await page.setInputFiles("#file-input", { name: "clip.mp4", mimeType: "video/mp4",
+    buffer: readFileSync(env("WEFT_VIDEO")) });
+  await page.waitForSelector("#attachments li:has-text('clip.mp4 (4 frames)')", { timeout: T });
+  await loaded("#attachments img.thumb");
+  await page.fill("#input", "What happens in this video?");
+  await page.press("#input", "Enter");
+  const v = await answered(1);
+  const promptV = Number((v.stats.match(/prompt (\d+) tokens/) || [])[1]);
+  assert.ok(promptV > 4 * 256, `the four frames are in the prompt: ${v.stats}`);
+  await loaded(".msg.user img.att-img");
+  assert.equal(await page.locator(".msg.user img.att-img").count(), 4);
+  await shot("chat-vision-video");
+
+  // 4. A scanned PDF: its rendered pages attach as images (thumbnail and page count).
   await page.click("#new-chat");
   await page.waitForFunction(() => document.querySelectorAll(".msg").length === 0);
   await page.setInputFiles("#file-input", { name: "scan3.pdf", mimeType: "application/pdf",
@@ -125,7 +142,7 @@ try {
   await loaded("#attachments img.thumb");
   await shot("chat-vision-scanned-pdf-pending");
 
-  // 4. The text-only model: a notice says it cannot read images, and nothing is sent.
+  // 5. The text-only model: a notice says it cannot read images, and nothing is sent.
   await page.selectOption("#model", "smol");
   await page.waitForSelector("#notice:has-text('no vision projector')");
   await page.fill("#input", "What do these pages say?");

@@ -1,8 +1,8 @@
 //! Images in the chat page at `/`: `tests/browser/chat_vision.mjs` drives Debian's headless
 //! Chromium (playwright-core) against the real `weft serve` serving Gemma 3 270M with the tiny
 //! Gemma 3 projector (tests/data/vision/gemma3) and SmolLM2 (text only): a PNG attached,
-//! shown as a thumbnail, answered, and shown in the conversation (and after a reload); a
-//! scanned PDF attached as its rendered pages; the text-only model's notice; no console errors.
+//! shown as a thumbnail, answered, and shown in the conversation (and after a reload); an MP4's
+//! frames sent with `isVideo`; a scanned PDF attached as its rendered pages; the text-only model's notice; no console errors.
 //! Screenshots go to `<target>/chat-ui-screenshots/`.
 //!
 //! Needs `node`, `chromium` and `npm ci` in tests/browser; skips loudly when one is missing,
@@ -72,6 +72,7 @@ fn chat_page_attaches_images_for_a_vision_model() {
         )
         .env("WEFT_MODEL2", &smol)
         .env("WEFT_IMAGE", data.join("vision/images/square_224x224.png"))
+        .env("WEFT_VIDEO", data.join("media/h264_baseline.mp4"))
         .env("WEFT_SCAN", data.join("media/scan3.pdf"))
         .env("WEFT_ARTIFACTS", &shots)
         .output()
