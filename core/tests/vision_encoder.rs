@@ -19,9 +19,7 @@ use weft_core::tokenizer::Tokenizer;
 use weft_core::vision::RgbImage;
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision/gemma3")
-        .join(rel)
+    vision_files::data(&format!("gemma3/{rel}"))
 }
 
 #[test]

@@ -8,10 +8,9 @@ mod wgpu_support;
 
 mod vision_files;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use vision_files::{read_f32, read_png};
+use vision_files::{compare, data, normalise, read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::gguf::ModelFile;
@@ -53,40 +52,8 @@ const HF_MAX_ABS: f64 = 6e-4;
 /// another order; the GELU table's f16 index can flip).
 const CPU_MAX_ABS: f64 = 2e-4;
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision")
-        .join(rel)
-}
-
 fn mmproj() -> Mmproj {
-    let file = ModelFile::open(data("gemma3/mmproj-gemma3-tiny-f16.gguf")).unwrap();
-    Mmproj::read(Arc::new(file)).unwrap()
-}
-
-/// mtmd's encoder input: planar `[3][h][w]`, `(v / 255 - mean) / std` in f32.
-fn normalise(w: usize, h: usize, rgb: &[u8], mean: [f32; 3], std: [f32; 3]) -> Vec<f32> {
-    let mut out = vec![0f32; 3 * w * h];
-    for (i, px) in rgb.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            out[c * w * h + i] = (px[c] as f32 / 255.0 - mean[c]) / std[c];
-        }
-    }
-    out
-}
-
-/// (cosine, max |a - b|) over the whole tensors.
-fn compare(a: &[f32], b: &[f32]) -> (f64, f64) {
-    assert_eq!(a.len(), b.len());
-    let (mut dot, mut na, mut nb, mut max) = (0f64, 0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-        max = max.max((x - y).abs());
-    }
-    (dot / (na.sqrt() * nb.sqrt()), max)
+    vision_files::mmproj("gemma3/mmproj-gemma3-tiny-f16.gguf")
 }
 
 #[test]

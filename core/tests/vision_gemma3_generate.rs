@@ -16,7 +16,6 @@ mod vision_files;
 mod wgpu_support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use vision_files::{read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
@@ -24,7 +23,6 @@ use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::{top_k_host, Backend};
 use weft_core::engine::{Engine, EngineConfig, Prompt, PromptPiece};
 use weft_core::generation::GenParams;
-use weft_core::gguf::ModelFile;
 use weft_core::loaded::LoadedModel;
 use weft_core::model::vision::gemma3::Gemma3Vision;
 use weft_core::model::vision::Mmproj;
@@ -39,9 +37,7 @@ use weft_core::test_support;
 const NEAR_TIE: f64 = test_support::MIN_MARGIN;
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision/gemma3")
-        .join(rel)
+    vision_files::data(&format!("gemma3/{rel}"))
 }
 
 fn index() -> serde_json::Value {
@@ -230,10 +226,7 @@ fn encode(enc: &Gemma3Vision, be: &mut dyn Backend, image: &serde_json::Value) -
 }
 
 fn mmproj() -> Mmproj {
-    Mmproj::read(Arc::new(
-        ModelFile::open(data("mmproj-gemma3-tiny-f16.gguf")).unwrap(),
-    ))
-    .unwrap()
+    vision_files::mmproj("gemma3/mmproj-gemma3-tiny-f16.gguf")
 }
 
 /// Greedy after each image's prompt (image rows from `rows_of`) against llama.cpp's runs.

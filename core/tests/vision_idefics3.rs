@@ -16,7 +16,7 @@ mod wgpu_support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use vision_files::{read_f32, read_png};
+use vision_files::{compare, normalise, read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::Backend;
@@ -40,9 +40,7 @@ const NEAR_TIE: f64 = 0.05;
 const MARKER: &str = "<__media__>";
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision/idefics3")
-        .join(rel)
+    vision_files::data(&format!("idefics3/{rel}"))
 }
 
 fn index() -> serde_json::Value {
@@ -60,40 +58,10 @@ fn stem(image: &serde_json::Value) -> &str {
         .trim_end_matches(".embd.f32")
 }
 
-fn mmproj() -> Mmproj {
-    let file = ModelFile::open(data("mmproj-idefics3-tiny-f16.gguf")).unwrap();
-    Mmproj::read(Arc::new(file)).unwrap()
-}
-
 fn text_model() -> LoadedModel {
     let path = data("idefics3-tiny-q8_0.gguf");
     let cfg = EngineConfig::default();
     LoadedModel::open(path, Box::new(CpuBackend::new(2)), cfg, &mut |_, _| {}).unwrap()
-}
-
-/// mtmd's encoder input: planar `[3][h][w]`, `(v / 255 - mean) / std` in f32.
-fn normalise(w: usize, h: usize, rgb: &[u8], mean: [f32; 3], std: [f32; 3]) -> Vec<f32> {
-    let mut out = vec![0f32; 3 * w * h];
-    for (i, px) in rgb.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            out[c * w * h + i] = (px[c] as f32 / 255.0 - mean[c]) / std[c];
-        }
-    }
-    out
-}
-
-/// (cosine, max |a - b|) over the whole tensors.
-fn compare(a: &[f32], b: &[f32]) -> (f64, f64) {
-    assert_eq!(a.len(), b.len());
-    let (mut dot, mut na, mut nb, mut max) = (0f64, 0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-        max = max.max((x - y).abs());
-    }
-    (dot / (na.sqrt() * nb.sqrt()), max)
 }
 
 /// The image's grid (tiles across, down) from its prompt chunks: `<row_R_col_C>` ids are
@@ -148,6 +116,10 @@ fn encode_pngs(
 
 fn concat(img: &Idefics3Image) -> Vec<f32> {
     img.rows.iter().flat_map(|r| r.iter().copied()).collect()
+}
+
+fn mmproj() -> Mmproj {
+    vision_files::mmproj("idefics3/mmproj-idefics3-tiny-f16.gguf")
 }
 
 #[test]

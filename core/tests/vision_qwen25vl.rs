@@ -7,10 +7,9 @@
 mod vision_files;
 mod wgpu_support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use vision_files::{read_f32, read_png};
+use vision_files::{compare, data, normalise, read_f32, read_png};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::gguf::ModelFile;
@@ -25,40 +24,8 @@ const IMAGES: [&str; 5] = [
     "tiny_37x61",
 ];
 
-fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision")
-        .join(rel)
-}
-
 fn mmproj() -> Mmproj {
-    let file = ModelFile::open(data("qwen25vl/mmproj-qwen25vl-tiny-f16.gguf")).unwrap();
-    Mmproj::read(Arc::new(file)).unwrap()
-}
-
-/// mtmd's encoder input: planar `[3][h][w]`, `(v / 255 - mean) / std` in f32.
-fn normalise(w: usize, h: usize, rgb: &[u8], mean: [f32; 3], std: [f32; 3]) -> Vec<f32> {
-    let mut out = vec![0f32; 3 * w * h];
-    for (i, px) in rgb.chunks_exact(3).enumerate() {
-        for c in 0..3 {
-            out[c * w * h + i] = (px[c] as f32 / 255.0 - mean[c]) / std[c];
-        }
-    }
-    out
-}
-
-/// (cosine, max |a - b|) over the whole tensors.
-fn compare(a: &[f32], b: &[f32]) -> (f64, f64) {
-    assert_eq!(a.len(), b.len());
-    let (mut dot, mut na, mut nb, mut max) = (0f64, 0f64, 0f64, 0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-        max = max.max((x - y).abs());
-    }
-    (dot / (na.sqrt() * nb.sqrt()), max)
+    vision_files::mmproj("qwen25vl/mmproj-qwen25vl-tiny-f16.gguf")
 }
 
 #[test]

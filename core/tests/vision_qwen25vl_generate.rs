@@ -33,9 +33,7 @@ const NEAR_TIE: f64 = 0.05;
 const N_EMBD: usize = 32;
 
 fn data(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/vision/qwen25vl")
-        .join(rel)
+    vision_files::data(&format!("qwen25vl/{rel}"))
 }
 
 fn index() -> serde_json::Value {

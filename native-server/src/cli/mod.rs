@@ -13,6 +13,7 @@ mod parity;
 mod progress;
 mod remote;
 mod run;
+mod run_image;
 mod serve;
 mod synth;
 mod tokenize;

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::backend_args::BackendArgs;
+use super::run_image;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::json;
 use weft_core::backend::KvDtype;
 use weft_core::chat::{ChatTemplate, Message};
-use weft_core::engine::EngineConfig;
+use weft_core::engine::{EngineConfig, Prompt};
 use weft_core::generation::{GenParams, Generated, Session};
 use weft_core::gguf::ModelFile;
 use weft_core::kv_cache::KvCacheConfig;
@@ -73,6 +74,15 @@ pub struct RunArgs {
     /// With --json: the K best raw logits of every step.
     #[arg(long, default_value_t = 0)]
     logits: usize,
+    /// An image to put in the prompt (repeatable; PNG, JPEG, WebP or GIF), read by the
+    /// model's vision projector. `<__media__>` in the prompt marks where each goes; without
+    /// one the images come first.
+    #[arg(long)]
+    image: Vec<PathBuf>,
+    /// The vision projector (mmproj GGUF) for --image; default: the mmproj*.gguf beside the
+    /// model.
+    #[arg(long)]
+    mmproj: Option<PathBuf>,
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
@@ -92,6 +102,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     if prompt.is_none() && a.raw {
         bail!("--raw needs --prompt or --prompt-file");
+    }
+    if prompt.is_none() && !a.image.is_empty() {
+        bail!("--image needs --prompt or --prompt-file");
     }
     let sampling = SamplerConfig {
         temperature: a.temperature,
@@ -138,8 +151,18 @@ pub fn run(a: RunArgs) -> Result<()> {
         params: &params,
     };
 
-    let Some(prompt) = prompt else {
+    let Some(mut prompt) = prompt else {
         return chat.interactive();
+    };
+    let vision = if a.image.is_empty() {
+        None
+    } else {
+        prompt = run_image::with_markers(&prompt, a.image.len());
+        let n_embd = chat.model.engine.model_info().n_embd;
+        let tok = chat.model.tokenizer.clone();
+        let v = run_image::load_vision(&a.model, a.mmproj.as_ref(), &a.backend, &tok, n_embd)
+            .context("loading the vision projector")?;
+        Some(v)
     };
     let text = if a.raw {
         prompt
@@ -153,8 +176,20 @@ pub fn run(a: RunArgs) -> Result<()> {
     };
     // The chat template's own special tokens are always parsed; a raw prompt's only with
     // --special.
-    let ids = chat.model.encode_prompt(&text, a.special || !a.raw);
-    let gen = chat.answer(&ids)?;
+    let (ids, gen, images) = match &vision {
+        None => {
+            let ids = chat.model.encode_prompt(&text, a.special || !a.raw);
+            let gen = chat.answer(&ids)?;
+            (ids, gen, None)
+        }
+        Some(v) => {
+            let tok = chat.model.tokenizer.clone();
+            let im = run_image::build(v, &tok, &text, &a.image)?;
+            let ids = im.prompt.ids(im.placeholder);
+            let gen = chat.answer_prompt(&im.prompt, im.placeholder)?;
+            (ids, gen, Some(im))
+        }
+    };
     if a.json {
         let steps: Vec<_> = gen
             .steps
@@ -174,10 +209,29 @@ pub fn run(a: RunArgs) -> Result<()> {
         if a.logits > 0 {
             obj["steps"] = json!(steps);
         }
+        if let Some(im) = &images {
+            // Milliseconds, as llama-mtmd-cli logs them; the first token comes right after
+            // the prompt (sampled from its last logits).
+            let t = &mut obj["timings"];
+            t["image_decode_ms"] = json!(im.decode_secs * 1e3);
+            t["image_encode_ms"] = json!(im.encode_secs * 1e3);
+            t["prompt_ms"] = json!(gen.prompt_secs * 1e3);
+            t["first_token_ms"] = json!((im.decode_secs + im.encode_secs + gen.prompt_secs) * 1e3);
+            obj["image_tokens"] = json!(im.image_tokens);
+        }
         println!("{obj}");
     } else {
         if !gen.text.ends_with('\n') {
             println!();
+        }
+        if let Some(im) = &images {
+            eprintln!(
+                "[{} image(s): {} tokens, decoded in {:.0} ms, encoded in {:.0} ms]",
+                a.image.len(),
+                im.image_tokens,
+                im.decode_secs * 1e3,
+                im.encode_secs * 1e3
+            );
         }
         report_timings(&gen);
     }
@@ -234,6 +288,34 @@ impl Chat<'_> {
                 }
                 true
             })?;
+        Ok(gen)
+    }
+
+    /// [`answer`](Self::answer) after a prompt holding images' embedding rows.
+    fn answer_prompt(&mut self, prompt: &Prompt, placeholder: u32) -> Result<Generated> {
+        let n_ctx = self.model.engine.config().kv.n_ctx;
+        if prompt.len() >= n_ctx {
+            bail!(
+                "the prompt with its images has {} positions but the context holds {n_ctx}; \
+                 use a larger --ctx",
+                prompt.len()
+            );
+        }
+        let stream = !self.a.json;
+        let mut out = std::io::stdout().lock();
+        let gen = self.session.generate_prompt(
+            self.model,
+            prompt,
+            placeholder,
+            self.params,
+            &mut |step| {
+                if stream && !step.text.is_empty() {
+                    let _ = out.write_all(step.text.as_bytes());
+                    let _ = out.flush();
+                }
+                true
+            },
+        )?;
         Ok(gen)
     }
 

@@ -15,6 +15,7 @@ use super::types::{CreateRequest, Item, ResponseObject, StreamEvent};
 use crate::server::auth::caller::Caller;
 use crate::server::auth::context::RequestCtx;
 use crate::server::common::ids;
+use crate::server::common::images::Images;
 use crate::server::common::structured::text_format;
 use crate::server::common::tool_choice;
 use crate::server::common::tools;
@@ -182,7 +183,8 @@ pub async fn create(
 ) -> Res {
     refuse_unsupported(&b)?;
     let items = conversation(&st, &caller, &b).await?;
-    let messages = input::to_messages(b.instructions.as_deref(), &items);
+    let mut messages = input::to_messages(b.instructions.as_deref(), &items);
+    let images = Images::from_openai(&st.inference.images, &mut messages, false)?;
     let format = text_format(b.text.as_ref())?;
     let defs = function_tools(b.tools.as_deref().unwrap_or_default())?;
     let m = st
@@ -194,6 +196,7 @@ pub async fn create(
     let think = generate::Think::enabled(Some(false));
     let (prompt, json) =
         generate::tool_chat_prompt(&m, &messages, offered.as_ref(), format, &think)?;
+    let prompt = images.attach(&m, st.inference.n_ctx, prompt).await?;
     let common = Common {
         temperature: b.temperature,
         top_p: b.top_p,
@@ -202,6 +205,7 @@ pub async fn create(
     };
     let mut req = common.to_request(&st.inference, &m, prompt.ids, None)?;
     req.json = json;
+    req.media = prompt.media;
     let draft = draft(&b, &m.name, req.sampling.temperature, req.sampling.top_p);
     let names = offered.map(|o| o.names);
     let rx = generate::start(&m, req)?;

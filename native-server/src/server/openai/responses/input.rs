@@ -3,12 +3,13 @@
 //!
 //! Accepted items: messages (`{"role", "content"}`, `"type": "message"` optional) with role
 //! user / system / developer / assistant and content a string or `input_text` /
-//! `output_text` parts; `function_call` (`call_id`, `name`, `arguments`) and
-//! `function_call_output` (`call_id`, `output`). Anything else (images, files, item
-//! references, built-in tool items) is a 400 naming where it is.
+//! `output_text` parts, and `input_image` parts (a data URI in `image_url`) in user
+//! messages; `function_call` (`call_id`, `name`, `arguments`) and `function_call_output`
+//! (`call_id`, `output`). Anything else (files, images by `file_id`, item references,
+//! built-in tool items) is a 400 naming where it is.
 
 use serde_json::{Map, Value};
-use weft_core::chat::{FunctionCall, Message, ToolCall};
+use weft_core::chat::{Content, ContentPart, FunctionCall, Message, ToolCall};
 
 use super::types::{FunctionCallItem, FunctionCallOutputItem, Item, MessageItem, Part};
 use crate::server::common::ids;
@@ -145,23 +146,65 @@ fn item(v: &Value, at: &str) -> Result<Item, ApiError> {
 }
 
 /// Text parts of a list (`input_text` / `output_text`, and `refusal` as text): anything else
-/// is refused, since the model reads only text.
+/// is refused.
 fn text_parts(parts: &[Value], at: &str) -> Result<Vec<String>, ApiError> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(j, p)| text_part(p, &format!("{at}[{j}]")))
+        .collect()
+}
+
+/// One text part's text (see [`text_parts`]); `at` names it in errors.
+fn text_part(p: &Value, at: &str) -> Result<String, ApiError> {
+    let o = p
+        .as_object()
+        .ok_or_else(|| ApiError::invalid(format!("{at} must be an object")))?;
+    match o.get("type").and_then(Value::as_str) {
+        Some("input_text" | "output_text") => Ok(text_field(o, "text", at)?.to_string()),
+        Some("refusal") => Ok(text_field(o, "refusal", at)?.to_string()),
+        Some(other) => Err(ApiError::invalid(format!(
+            "{at}.type {other:?} is not supported here (input_text, output_text; input_image in user messages)"
+        ))),
+        None => Err(ApiError::invalid(format!("{at}.type is required"))),
+    }
+}
+
+/// An `input_image` part: its `image_url` must be there (a data URI; the image bounds check
+/// it when the prompt is built); `file_id` is refused, as there is no files API.
+fn image_part(o: &Map<String, Value>, at: &str) -> Result<Part, ApiError> {
+    if o.get("file_id").is_some_and(|v| !v.is_null()) {
+        return Err(ApiError::invalid(format!(
+            "{at}.file_id is not supported: send the image in image_url as a data URI"
+        )));
+    }
+    let detail = match o.get("detail") {
+        None | Some(Value::Null) => "auto",
+        Some(Value::String(d)) if ["auto", "low", "high"].contains(&d.as_str()) => d,
+        Some(_) => {
+            return Err(ApiError::invalid(format!(
+                "{at}.detail must be \"auto\", \"low\" or \"high\""
+            )))
+        }
+    };
+    Ok(Part::InputImage {
+        image_url: text_field(o, "image_url", at)?.to_string(),
+        detail: detail.to_string(),
+    })
+}
+
+/// A user message's parts: text and images in order.
+fn user_parts(parts: &[Value], at: &str) -> Result<Vec<Part>, ApiError> {
     parts
         .iter()
         .enumerate()
         .map(|(j, p)| {
             let at = format!("{at}[{j}]");
-            let o = p
-                .as_object()
-                .ok_or_else(|| ApiError::invalid(format!("{at} must be an object")))?;
-            match o.get("type").and_then(Value::as_str) {
-                Some("input_text" | "output_text") => Ok(text_field(o, "text", &at)?.to_string()),
-                Some("refusal") => Ok(text_field(o, "refusal", &at)?.to_string()),
-                Some(other) => Err(ApiError::invalid(format!(
-                    "{at}.type {other:?} is not supported: the model reads only text (input_text, output_text)"
-                ))),
-                None => Err(ApiError::invalid(format!("{at}.type is required"))),
+            match p.as_object() {
+                Some(o) if o.get("type").and_then(Value::as_str) == Some("input_image") => {
+                    image_part(o, &at)
+                }
+                _ => Ok(input_text(&text_part(p, &at)?)),
             }
         })
         .collect()
@@ -171,6 +214,7 @@ fn text_parts(parts: &[Value], at: &str) -> Result<Vec<String>, ApiError> {
 fn content(v: Option<&Value>, role: &str, at: &str) -> Result<Vec<Part>, ApiError> {
     let texts = match v {
         Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(parts)) if role == "user" => return user_parts(parts, at),
         Some(Value::Array(parts)) => text_parts(parts, at)?,
         None | Some(Value::Null) => return Err(ApiError::invalid(format!("{at} is required"))),
         Some(_) => {
@@ -214,8 +258,7 @@ pub fn to_messages(instructions: Option<&str>, items: &[Item]) -> Vec<Message> {
                 } else {
                     &m.role
                 };
-                let text: Vec<&str> = m.content.iter().map(Part::text).collect();
-                out.push(Message::new(role, text.join("\n")));
+                out.push(message_of(role, &m.content));
             }
             Item::FunctionCall(c) => {
                 let call = ToolCall {
@@ -251,6 +294,37 @@ pub fn to_messages(instructions: Option<&str>, items: &[Item]) -> Vec<Message> {
         }
     }
     out
+}
+
+/// A chat message of parts: their texts joined by newlines, or, when an image is among them,
+/// chat-completions parts (`text`, `image_url`) for the image path to take out.
+fn message_of(role: &str, parts: &[Part]) -> Message {
+    if !parts.iter().any(|p| matches!(p, Part::InputImage { .. })) {
+        let text: Vec<&str> = parts.iter().map(Part::text).collect();
+        return Message::new(role, text.join("\n"));
+    }
+    let parts = parts
+        .iter()
+        .map(|p| match p {
+            Part::InputImage { image_url, detail } => ContentPart {
+                kind: "image_url".into(),
+                text: None,
+                extra: serde_json::json!({"image_url": {"url": image_url, "detail": detail}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+            other => ContentPart {
+                kind: "text".into(),
+                text: Some(other.text().to_string()),
+                extra: Map::new(),
+            },
+        })
+        .collect();
+    Message {
+        content: Some(Content::Parts(parts)),
+        ..Message::new(role, String::new())
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +398,40 @@ mod tests {
     }
 
     #[test]
+    fn input_images_stay_in_place_as_image_url_parts() {
+        let got = parse(Some(&json!([{"role": "user", "content": [
+            {"type": "input_text", "text": "Look:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            {"type": "input_text", "text": "What is it?"},
+        ]}])))
+        .unwrap();
+        let Item::Message(m) = &got[0] else {
+            panic!("{got:?}")
+        };
+        assert_eq!(
+            m.content[1],
+            Part::InputImage {
+                image_url: "data:image/png;base64,AAAA".into(),
+                detail: "auto".into()
+            }
+        );
+        let ms = to_messages(None, &got);
+        let Some(Content::Parts(parts)) = &ms[0].content else {
+            panic!("{ms:?}")
+        };
+        let kinds: Vec<&str> = parts.iter().map(|p| p.kind.as_str()).collect();
+        assert_eq!(kinds, ["text", "image_url", "text"]);
+        assert_eq!(
+            parts[1].extra["image_url"]["url"],
+            json!("data:image/png;base64,AAAA")
+        );
+        // As stored: the part reads back the same.
+        let stored = serde_json::to_value(&got[0]).unwrap();
+        assert_eq!(stored["content"][1]["type"], "input_image");
+        assert_eq!(items(&[stored], "input").unwrap(), got);
+    }
+
+    #[test]
     fn bad_input_is_a_400_naming_the_place() {
         let cases = [
             (None, "input is required"),
@@ -340,9 +448,31 @@ mod tests {
             ),
             (
                 Some(
-                    json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]),
+                    json!([{"role": "assistant", "content": [{"type": "input_image", "image_url": "x"}]}]),
                 ),
                 "input[0].content[0].type \"input_image\"",
+            ),
+            (
+                Some(
+                    json!([{"role": "user", "content": [{"type": "input_text", "text": "x"}, {"type": "input_image", "file_id": "f"}]}]),
+                ),
+                "input[0].content[1].file_id is not supported",
+            ),
+            (
+                Some(json!([{"role": "user", "content": [{"type": "input_image"}]}])),
+                "input[0].content[0].image_url is required",
+            ),
+            (
+                Some(
+                    json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x", "detail": "max"}]}]),
+                ),
+                "input[0].content[0].detail",
+            ),
+            (
+                Some(
+                    json!([{"role": "user", "content": [{"type": "input_file", "file_data": "x"}]}]),
+                ),
+                "input[0].content[0].type \"input_file\"",
             ),
             (
                 Some(

@@ -90,12 +90,20 @@ pub enum Part {
         #[schema(value_type = Vec<Object>)]
         annotations: Vec<Value>,
     },
+    /// An image in a user message: a data URI (the request's image bounds apply, and the
+    /// model needs a vision projector).
+    InputImage {
+        image_url: String,
+        detail: String,
+    },
 }
 
 impl Part {
+    /// The part's text (an image has none).
     pub fn text(&self) -> &str {
         match self {
             Part::InputText { text } | Part::OutputText { text, .. } => text,
+            Part::InputImage { .. } => "",
         }
     }
 }
