@@ -1,5 +1,5 @@
-// The server's chat-UI protocol, as the page uses it: /api/models, /api/sessions, /api/upload
-// and the /api/ui/chat SSE stream (the unambiguous form of /api/chat: the page names a model,
+// The server's chat-UI protocol, as the page uses it: /api/models, /api/sessions, /api/upload,
+// /uploads/{name} (attached images shown back) and the /api/ui/chat SSE stream (the unambiguous form of /api/chat: the page names a model,
 // and a chat body with `model` would otherwise be read as an Ollama request).
 
 async function errorText(r) {
@@ -145,6 +145,14 @@ export async function upload(files, sessionId) {
   for (const f of files) form.append("file", f, f.name);
   const reply = await json("/api/upload", { method: "POST", body: form });
   return reply.files || [reply];
+}
+
+/** An upload's bytes (`url` from the upload reply) as an object URL for an <img>: the request
+ * goes through `call` so it carries the API key, which an <img src> could not send. */
+export async function blobUrl(url) {
+  const r = await call(url);
+  if (!r.ok) throw new Error(await errorText(r));
+  return URL.createObjectURL(await r.blob());
 }
 
 /**

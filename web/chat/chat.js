@@ -5,7 +5,10 @@
 // read back with GET /api/sessions/{id} after a reload. Every request sends the whole
 // conversation with `newChat: true`, so the server's copy is exactly what the page shows,
 // including after a stop, a regenerate or an edit. Files are sent by name (`textFilePaths`):
-// the server inlines their text, so the page never sends file contents itself.
+// the server inlines their text, so the page never sends file contents itself. Images go the
+// same way (`imagePaths`): a picture, a video's sampled frames (with `isVideo: true`) or a
+// scanned PDF's rendered pages, all uploads of the session; they are offered only when the
+// picked model has a vision projector (`projector` in /api/models).
 
 import * as api from "./api.js";
 import { fillMarkdown, copyButton } from "./markdown.js";
@@ -17,9 +20,11 @@ const FILE_BLOCK = /\[File: ([^\]\n]+)\]\n[\s\S]*?\n\[End of file\]\n*/g;
 const state = {
   chats: [], // {id, title, model}
   current: null, // id
-  messages: [], // {role, text, files: [{fileName, file}], wire?, thinking, tools, stats, error}
+  messages: [], // {role, text, files: [{fileName, file}], images: [{fileName, file?, url}],
+  //             video?, wire?, thinking, tools, stats, error}
   models: [],
   defaultModel: null,
+  defaultProjector: null, // /api/models' `projector` of the default model
   pending: [], // attachments not yet sent: upload replies
   controller: null,
 };
@@ -169,15 +174,21 @@ async function removeChat(id) {
 
 /** A stored conversation message as the page shows it (file blocks become chips). */
 function fromServer(m) {
+  const parts = Array.isArray(m.content) ? m.content : null;
   const text = typeof m.content === "string" ? m.content
-    : Array.isArray(m.content) ? m.content.map((p) => p.text || "").join("\n") : "";
+    : parts ? parts.map((p) => p.text || "").filter(Boolean).join("\n") : "";
   if (m.role !== "user") return { role: m.role, text, files: [], wire: text };
   const files = [];
   const shown = text.replace(FILE_BLOCK, (_, name) => {
     files.push({ fileName: name });
     return "";
   });
-  return { role: "user", text: shown.trim(), files, wire: text };
+  // Images the server attached (content parts holding them as data: URIs): shown, and sent
+  // again as they are, so later turns still see them.
+  const images = (parts || [])
+    .filter((p) => p.type === "image_url" && p.image_url && p.image_url.url)
+    .map((p, i) => ({ fileName: `image ${i + 1}`, url: p.image_url.url }));
+  return { role: "user", text: shown.trim(), files, images, wire: images.length ? parts : text };
 }
 
 async function switchTo(id) {
@@ -218,6 +229,7 @@ async function loadModels() {
     const info = await api.listModels();
     state.models = (info.models || []).filter((m) => !m.broken);
     state.defaultModel = info.model;
+    state.defaultProjector = info.projector || null;
     sel.replaceChildren(
       ...state.models.map((m) => {
         const o = document.createElement("option");
@@ -232,6 +244,17 @@ async function loadModels() {
     notice(`Could not list the models: ${e.message}`);
   }
 }
+
+/** Whether `name` (a served model) reads images: it has a vision projector. */
+function hasVision(name) {
+  const m = state.models.find((x) => x.name === name);
+  if (m && "projector" in m) return !!m.projector;
+  return name === state.defaultModel && !!state.defaultProjector;
+}
+
+const noVision = (name) =>
+  `${name || "This model"} has no vision projector: it cannot read images, video or scanned PDF pages. ` +
+  "Pick a vision model (one served with --mmproj), or remove the images.";
 
 // ---------- messages
 
@@ -271,6 +294,35 @@ function chipsEl(files) {
   return div;
 }
 
+// Object URLs of the uploads shown, by upload URL: a re-render does not fetch them again.
+const blobs = new Map();
+
+/** An <img> of an attached image: `url` is an upload's URL or a `data:` URI from the history. */
+function imageEl(img, className) {
+  const el = document.createElement("img");
+  el.className = className;
+  el.alt = img.fileName || "image";
+  el.title = img.fileName || "";
+  el.loading = "lazy";
+  if (img.url.startsWith("data:")) {
+    el.src = img.url;
+    return el;
+  }
+  if (!blobs.has(img.url)) blobs.set(img.url, api.blobUrl(img.url));
+  blobs.get(img.url).then(
+    (u) => { el.src = u; },
+    () => { blobs.delete(img.url); el.alt = `${el.alt} (no longer on the server)`; },
+  );
+  return el;
+}
+
+function imagesEl(images) {
+  const div = document.createElement("div");
+  div.className = "images";
+  for (const img of images) div.append(imageEl(img, "att-img"));
+  return div;
+}
+
 function button(text, label, onClick) {
   const b = document.createElement("button");
   b.type = "button";
@@ -295,6 +347,7 @@ function messageEl(m, i) {
   if (m.role === "user") {
     if (m.editing) return editEl(el, bubble, m, i);
     if (m.files && m.files.length) bubble.append(chipsEl(m.files));
+    if (m.images && m.images.length) bubble.append(imagesEl(m.images));
     bubble.append(document.createTextNode(m.text));
     const actions = document.createElement("div");
     actions.className = "actions";
@@ -401,13 +454,28 @@ function editEl(el, bubble, m, i) {
 
 // ---------- attachments
 
+/** What a pending attachment adds to the message: its text file, or its images. */
+function pendingImages(f) {
+  if (f.frames) {
+    return f.frames.map((file, k) => ({
+      fileName: `${f.fileName} ${f.kind === "video" ? "frame" : "page"} ${k + 1}`,
+      file,
+      url: f.frameUrls[k],
+    }));
+  }
+  return f.kind === "image" ? [{ fileName: f.fileName, file: f.file, url: f.url }] : [];
+}
+
 function renderAttachments() {
   const ul = $("attachments");
   ul.replaceChildren(
     ...state.pending.map((f, i) => {
       const li = document.createElement("li");
-      li.className = "chip" + (f.warning ? " warn" : "");
-      li.textContent = f.fileName + (f.textLength != null ? ` (${f.textLength} chars)` : "");
+      const images = pendingImages(f);
+      li.className = "chip" + (f.warning ? " warn" : "") + (images.length ? " has-thumb" : "");
+      if (images.length) li.append(imageEl(images[0], "thumb"));
+      const count = f.frames ? ` (${f.frames.length} ${f.kind === "video" ? "frames" : "pages"})` : "";
+      li.append(f.fileName + (f.textLength != null && !images.length ? ` (${f.textLength} chars)` : count));
       if (f.warning) li.title = f.warning;
       li.append(button("\u2715", `Remove attachment ${f.fileName}`, () => {
         state.pending.splice(i, 1);
@@ -425,9 +493,16 @@ async function attach(files) {
   notice(`Uploading ${files.map((f) => f.name).join(", ")}\u2026`);
   try {
     const got = await api.upload(files, state.current);
-    const refused = got.filter((f) => f.warning && !f.textContent);
-    state.pending.push(...got.filter((f) => f.textContent));
-    notice(refused.map((f) => `${f.fileName}: ${f.warning}`).join(" ") || "");
+    // Text (and PDFs' text layers), images, a video's frames and a scan's pages are kept; the
+    // rest (a scan without a vision model, say) is only explained.
+    const usable = (f) => f.textContent || pendingImages(f).length;
+    const refused = got.filter((f) => !usable(f));
+    const kept = got.filter(usable);
+    state.pending.push(...kept);
+    const model = $("model").value;
+    const lines = refused.map((f) => `${f.fileName}: ${f.warning || "the chat cannot use it"}`);
+    if (kept.some((f) => pendingImages(f).length) && !hasVision(model)) lines.push(noVision(model));
+    notice(lines.join(" "));
   } catch (e) {
     notice(`Upload failed: ${e.message}`);
   }
@@ -449,6 +524,17 @@ function wire(m) {
   const out = { role: m.role, content: m.text };
   const names = (m.files || []).map((f) => f.file).filter(Boolean);
   if (names.length) out.textFilePaths = names;
+  const images = (m.images || []).map((f) => f.file).filter(Boolean);
+  if (images.length) out.imagePaths = images;
+  if (images.length && m.video) out.isVideo = true;
+  // Images read back from the history (an edited message) have no upload name: their data.
+  const inline = (m.images || []).filter((f) => !f.file);
+  if (inline.length) {
+    out.content = [
+      ...inline.map((f) => ({ type: "image_url", image_url: { url: f.url } })),
+      { type: "text", text: m.text },
+    ];
+  }
   return out;
 }
 
@@ -541,7 +627,8 @@ async function generate() {
   setBusy(false);
   if (!c.title) {
     const first = state.messages.find((m) => m.role === "user");
-    c.title = (first ? first.text || (first.files[0] && first.files[0].fileName) || "" : "").slice(0, 60) || "Chat";
+    const named = first && [...first.files, ...(first.images || [])][0];
+    c.title = (first ? first.text || (named && named.fileName) || "" : "").slice(0, 60) || "Chat";
   }
   save();
   renderSessions();
@@ -561,12 +648,22 @@ async function send() {
   const text = $("input").value.trim();
   if (!text && !state.pending.length) return;
   if (!state.current) await newChat();
-  const files = state.pending.map((f) => ({ fileName: f.fileName, file: f.file }));
+  const images = state.pending.flatMap(pendingImages);
+  if (images.length && !hasVision($("model").value)) {
+    notice(noVision($("model").value));
+    return;
+  }
+  const files = state.pending
+    .filter((f) => !pendingImages(f).length)
+    .map((f) => ({ fileName: f.fileName, file: f.file }));
+  // `isVideo` labels every image of the message as a frame: only when all come from videos.
+  const video = images.length > 0 && state.pending.every((f) => !pendingImages(f).length || f.kind === "video");
   state.pending = [];
   renderAttachments();
   $("input").value = "";
   autosize();
-  state.messages.push({ role: "user", text, files });
+  notice("");
+  state.messages.push({ role: "user", text, files, images, video });
   await generate();
 }
 
@@ -636,6 +733,8 @@ function wire_events() {
   $("model").addEventListener("change", () => {
     const c = chat();
     if (c) c.model = $("model").value;
+    const images = state.pending.some((f) => pendingImages(f).length);
+    notice(images && !hasVision($("model").value) ? noVision($("model").value) : "");
     save();
   });
   for (const id of ["temperature", "top-p", "max-tokens"]) $(id).addEventListener("change", save);

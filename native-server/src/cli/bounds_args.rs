@@ -10,6 +10,10 @@ pub struct BoundsArgs {
     /// Most files in one upload request.
     #[arg(long, default_value_t = crate::server::uploads::UploadConfig::DEFAULT_MAX_FILES)]
     pub upload_max_files: usize,
+    /// Pages of a scanned PDF (no text layer) rendered to images when a vision model is
+    /// served; later pages are left out and the upload says so.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub pdf_max_pages: u32,
     /// Let pulls reach private, loopback and link-local addresses (this machine and its
     /// network). Without it such pulls fail as unreachable.
     #[arg(long)]

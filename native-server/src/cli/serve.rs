@@ -265,6 +265,8 @@ pub fn run(a: ServeArgs) -> Result<()> {
     uploads.max_file = size("--upload-max-file", &a.upload_max_file)?;
     uploads.max_request = size("--upload-max-request", &a.upload_max_request)?;
     uploads.max_files = a.bounds.upload_max_files.max(1);
+    uploads.pdf.max_render_pages = a.bounds.pdf_max_pages as usize;
+    uploads.pdf.max_image_pixels = a.max_image_pixels.max(1);
     let cfg = ServeConfig {
         backend: a.backend.backend.clone(),
         n_ctx: a.ctx,

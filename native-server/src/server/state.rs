@@ -210,6 +210,7 @@ impl FromRef<Shared> for UploadsState {
         UploadsState {
             uploads: st.uploads.clone(),
             sessions: st.sessions.clone(),
+            inference: st.inference.clone(),
         }
     }
 }

@@ -55,6 +55,7 @@ pub async fn models(
                 architecture: Some(r.facts.architecture.clone()),
                 loaded: reg.is_loaded(n),
                 broken: None,
+                projector: projector_name(r),
             },
             Err(e) => UiModel {
                 name: n.clone(),
@@ -62,6 +63,7 @@ pub async fn models(
                 architecture: None,
                 loaded: false,
                 broken: Some(e.to_string()),
+                projector: None,
             },
         })
         .collect();

@@ -109,6 +109,9 @@ pub struct UiModel {
     pub architecture: Option<String>,
     pub loaded: bool,
     pub broken: Option<String>,
+    /// The vision projector file the model is served with (null: text only; the chat page
+    /// offers images only when it is set).
+    pub projector: Option<String>,
 }
 
 /// `GET /api/models`: the default model, every model, settings.

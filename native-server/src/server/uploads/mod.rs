@@ -5,6 +5,7 @@
 //! - `sniff.rs`: what a file is, from its bytes (text, PDF, PNG/JPEG/GIF/WebP; executables and
 //!   archives refused);
 //! - `pdf_guard.rs`, `pdf.rs`, `pdf_text.rs`: a PDF's text layer, bounded in time and memory;
+//! - `pdf_pages.rs`: a scanned PDF's pages as image uploads, when a vision model is served;
 //! - `video.rs`: a video's sampled frames, stored as image uploads;
 //! - `store.rs`: the per-session folders under `--uploads-dir`, random names;
 //! - `upload.rs`, `download.rs`: the two routes; `types.rs`: their wire shapes.
@@ -15,6 +16,7 @@
 mod download;
 pub mod pdf;
 mod pdf_guard;
+mod pdf_pages;
 mod pdf_text;
 pub mod sniff;
 mod state;

@@ -32,6 +32,10 @@ pub struct PdfLimits {
     pub max_pages: usize,
     /// Most characters of text kept.
     pub max_text: usize,
+    /// Pages of a scanned PDF rendered to images for a vision model (`--pdf-max-pages`).
+    pub max_render_pages: usize,
+    /// Largest image embedded in a PDF that is rendered, in pixels (`--max-image-pixels`).
+    pub max_image_pixels: u64,
 }
 
 impl Default for PdfLimits {
@@ -41,6 +45,8 @@ impl Default for PdfLimits {
             max_inflated: 256 << 20,
             max_pages: 2000,
             max_text: 8 << 20,
+            max_render_pages: 8,
+            max_image_pixels: 64 << 20,
         }
     }
 }
@@ -64,6 +70,29 @@ fn slots() -> Arc<Semaphore> {
 
 /// Extracts the text of `bytes` (a file that starts with `%PDF-`); `name` is for messages.
 pub async fn extract(name: &str, bytes: Bytes, lim: &PdfLimits) -> Result<PdfText, ApiError> {
+    let lim2 = lim.clone();
+    let job = move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&bytes, &lim2)))
+            .unwrap_or_else(|_| Err(Refusal::Structure("the PDF parser failed on it".into())))
+    };
+    match on_pdf_thread(lim, job).await? {
+        Some(Ok(t)) => Ok(t),
+        Some(Err(Refusal::Structure(m))) => Err(unreadable(format!("{name:?}: {m}"))),
+        Some(Err(Refusal::TooLarge(m))) => Err(ApiError::too_large(format!("{name:?}: {m}"))),
+        None => Err(unreadable(format!(
+            "{name:?}: reading the PDF took longer than {} s; it is too complex or malformed",
+            lim.timeout.as_secs()
+        ))),
+    }
+}
+
+/// Runs `job` (parsing or rendering a PDF) on its own thread in one of the [`PARALLEL`] slots:
+/// None when it overran `lim.timeout` (it keeps its slot until it ends) or failed without an
+/// answer; a 503/429 when no thread or slot could be had.
+pub(super) async fn on_pdf_thread<T: Send + 'static>(
+    lim: &PdfLimits,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<Option<T>, ApiError> {
     let wait = tokio::time::timeout(lim.timeout, slots().acquire_owned()).await;
     let permit = match wait {
         Ok(Ok(p)) => p,
@@ -74,15 +103,12 @@ pub async fn extract(name: &str, bytes: Bytes, lim: &PdfLimits) -> Result<PdfTex
         }
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let lim2 = lim.clone();
     let spawned = std::thread::Builder::new()
         .name("weft-pdf".into())
         .stack_size(STACK)
         .spawn(move || {
             let _permit = permit;
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(&bytes, &lim2)))
-                .unwrap_or_else(|_| Err(Refusal::Structure("the PDF parser failed on it".into())));
-            let _ = tx.send(r);
+            let _ = tx.send(job());
         });
     if spawned.is_err() {
         return Err(ApiError::unavailable(
@@ -90,14 +116,8 @@ pub async fn extract(name: &str, bytes: Bytes, lim: &PdfLimits) -> Result<PdfTex
         ));
     }
     match tokio::time::timeout(lim.timeout, rx).await {
-        Ok(Ok(Ok(t))) => Ok(t),
-        Ok(Ok(Err(Refusal::Structure(m)))) => Err(unreadable(format!("{name:?}: {m}"))),
-        Ok(Ok(Err(Refusal::TooLarge(m)))) => Err(ApiError::too_large(format!("{name:?}: {m}"))),
-        Ok(Err(_)) => Err(unreadable(format!("{name:?}: the PDF parser failed on it"))),
-        Err(_) => Err(unreadable(format!(
-            "{name:?}: reading the PDF took longer than {} s; it is too complex or malformed",
-            lim.timeout.as_secs()
-        ))),
+        Ok(Ok(t)) => Ok(Some(t)),
+        Ok(Err(_)) | Err(_) => Ok(None),
     }
 }
 

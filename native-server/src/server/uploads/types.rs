@@ -30,7 +30,8 @@ pub struct UploadedFile {
     pub page_count: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extracted_page_count: Option<usize>,
-    /// PDFs: always false (no page is rendered to images: no served model has vision).
+    /// PDFs: true when the pages were rendered to images (a scanned PDF, a vision model
+    /// served): they are in `frames`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rendered_as_images: Option<bool>,
     /// A PDF without a text layer: only a vision model could read it, and none is served.
@@ -42,7 +43,8 @@ pub struct UploadedFile {
     /// The text stops early (a page or size limit).
     pub truncated: bool,
     /// Videos: the sampled frames, stored as image uploads of the same session (pass them as
-    /// `imagePaths` with `isVideo: true`), in source order.
+    /// `imagePaths` with `isVideo: true`), in source order. Scanned PDFs rendered for a vision
+    /// model: the pages, in order (pass them as `imagePaths`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frames: Option<Vec<String>>,
     /// Where the session downloads each of `frames`.

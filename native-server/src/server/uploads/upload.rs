@@ -34,6 +34,8 @@ struct Prepared {
     pdf_text: Option<String>,
     meta: Meta,
     reply: UploadedFile,
+    /// A scanned PDF's pages rendered as images (stored as image uploads too).
+    pages: Vec<super::pdf_pages::PageImage>,
     /// A video's frames, stored as image uploads beside it: (name, PNG bytes, metadata).
     frames: Vec<(String, Vec<u8>, Meta)>,
 }
@@ -219,7 +221,7 @@ pub async fn upload(
     }
     let mut prepared = Vec::new();
     for f in files {
-        prepared.push(prepare(&st, &sid, f).await?);
+        prepared.push(prepare(&st, &caller, &sid, f).await?);
     }
     let store = st.uploads.store.clone();
     let mut to_write: Vec<_> = Vec::new();
@@ -233,6 +235,10 @@ pub async fn upload(
             p.pdf_text.clone(),
             p.meta.clone(),
         ));
+        for page in &p.pages {
+            let (name, png, meta) = (page.stored.clone(), page.png.clone(), page.meta.clone());
+            to_write.push((name, png, None, meta));
+        }
     }
     let sid2 = sid.clone();
     let written = tokio::task::spawn_blocking(move || {
@@ -254,8 +260,13 @@ pub async fn upload(
     }))
 }
 
-/// Sniffs, reads the text of, and names one file.
-async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, ApiError> {
+/// Sniffs, reads the text of (or renders the pages of a scanned PDF), and names one file.
+async fn prepare(
+    st: &UploadsState,
+    caller: &Caller,
+    sid: &str,
+    f: Received,
+) -> Result<Prepared, ApiError> {
     let kind = sniff(&f.name, &f.bytes)?;
     let stored = new_name(kind.extension(&f.name))
         .map_err(|e| ApiError::internal(format!("making a file name: {e}")))?;
@@ -292,6 +303,7 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
         time_s: None,
     };
     let mut pdf_text = None;
+    let mut pages = Vec::new();
     let mut frames = Vec::new();
     match kind {
         Kind::Text => {
@@ -309,12 +321,30 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
             meta.page_count = Some(p.page_count);
             meta.text_pages = Some(p.text_pages);
             meta.truncated = p.truncated;
-            if p.text_pages == 0 {
+            if p.text_pages == 0 && super::pdf_pages::vision_served(st, caller).await? {
+                let cfg = &st.uploads.cfg.pdf;
+                let r = super::pdf_pages::render(&f.name, f.bytes.clone(), cfg).await?;
+                let url = |name: &str| format!("/uploads/{name}?sessionId={}", query_encode(sid));
+                reply.rendered_as_images = Some(true);
+                reply.frames = Some(r.pages.iter().map(|p| p.stored.clone()).collect());
+                reply.frame_urls = Some(r.pages.iter().map(|p| url(&p.stored)).collect());
+                reply.truncated = r.pages.len() < r.page_count;
+                meta.truncated = reply.truncated;
+                if reply.truncated {
+                    reply.warning = Some(format!(
+                        "only the first {} of the PDF's {} pages were rendered (--pdf-max-pages)",
+                        r.pages.len(),
+                        r.page_count
+                    ));
+                }
+                reply.text_length = Some(0);
+                pages = r.pages;
+            } else if p.text_pages == 0 {
                 reply.needs_vision = true;
                 reply.warning = Some(format!(
                     "{:?} has no text layer (a scan or pictures of text): only a vision model \
-                     could read it, and no model on this server has vision. Upload a PDF with \
-                     selectable text, or paste its text.",
+                     could read it, and no model on this server has vision (restart it with \
+                     one: --mmproj). Upload a PDF with selectable text, or paste its text.",
                     f.name
                 ));
                 reply.text_length = Some(0);
@@ -363,6 +393,7 @@ async fn prepare(st: &UploadsState, sid: &str, f: Received) -> Result<Prepared, 
         pdf_text,
         meta,
         reply,
+        pages,
         frames,
     })
 }
