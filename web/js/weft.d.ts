@@ -29,6 +29,13 @@ export interface LoadOptions {
   cache?: boolean;
 }
 
+/**
+ * An image for a vision model: a Blob/File or the bytes of a PNG, JPEG, WebP or GIF file
+ * (decoded in wasm by the same decoder as natively: identical results), an ImageBitmap or
+ * ImageData (encoded as PNG first), or an <img>/<canvas> (turned into an ImageBitmap).
+ */
+export type ImageInput = Blob | ImageBitmap | ImageData | ArrayBuffer | Uint8Array | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas;
+
 export interface GenerateOptions {
   maxTokens?: number;
   temperature?: number;
@@ -47,6 +54,11 @@ export interface GenerateOptions {
   templateVars?: Record<string, unknown>;
   /** Structured output: the reply is one JSON value of this JSON Schema; generation stops when it is complete. */
   jsonSchema?: Record<string, unknown>;
+  /**
+   * Images (after loadProjector()): chat() puts them with the last user message;
+   * complete() where the prompt says `<__media__>`, in order, or all before the text.
+   */
+  images?: ImageInput[];
   signal?: AbortSignal;
 }
 
@@ -54,7 +66,8 @@ export interface GenerationResult {
   text: string;
   tokens: number[];
   finishReason: "stop" | "length" | "abort";
-  usage: { promptTokens: number; cachedPromptTokens: number; completionTokens: number };
+  /** promptTokens counts the positions images take (imageTokens of them). */
+  usage: { promptTokens: number; cachedPromptTokens: number; completionTokens: number; imageTokens: number };
   timings: {
     promptMs: number;
     promptTokensPerS: number;
@@ -101,6 +114,8 @@ export interface Info {
     /** Embedding models: the longest input in tokens, and whether vectors are normalised. */
     maxTokens?: number;
     normalize?: boolean;
+    /** Chat models: the vision projector loadProjector() loaded, or null. */
+    projector?: null | { name: string; type: string; fileSize: number };
   };
   threads: number;
   simd128: boolean;
@@ -129,6 +144,8 @@ export interface EmbedResult {
 export interface Message {
   role: "system" | "user" | "assistant" | string;
   content: string;
+  /** Images that go before this message's text (needs loadProjector()). */
+  images?: ImageInput[];
 }
 
 export class Generation implements AsyncIterable<string> {
@@ -142,6 +159,8 @@ export class Weft {
   info: Info;
   readonly backend: "webgpu" | "cpu";
   load(source: string | URL | Blob | ArrayBuffer, options?: LoadOptions): Promise<Info>;
+  /** The loaded chat model's vision projector (mmproj GGUF); a new load() drops it. */
+  loadProjector(source: string | URL | Blob | ArrayBuffer, options?: LoadOptions): Promise<Info>;
   chat(messages: Message[], options?: GenerateOptions): Generation;
   complete(prompt: string, options?: GenerateOptions): Generation;
   embed(texts: string | string[], options?: EmbedOptions): Promise<EmbedResult>;

@@ -1,0 +1,168 @@
+//! Vision in the browser package: `tests/browser/vision.mjs` drives Debian's headless Chromium
+//! (playwright-core) through weft.js: the tiny Gemma 3 projector
+//! (tests/data/vision/gemma3) beside the real Gemma 3 270M, one image file passed to `chat`
+//! as a Blob (and as bytes to `complete`), greedy 32 tokens on the wasm CPU backend (and a
+//! few on WebGPU, SwiftShader) equal to the native CPU backend's — computed here, on the same
+//! image file, chat prompt (llama.cpp mtmd's tokenization, index.json's `prompt_chunks`) and
+//! encoder — up to the first step where the native top-1/top-2 margin is a near-tie
+//! (`test_support::MIN_MARGIN`), as the other reference comparisons.
+//!
+//! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh`; skips loudly when
+//! one is missing, fails under CI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use weft_core::backend::cpu::CpuBackend;
+use weft_core::backend::top_k_host;
+use weft_core::engine::{EngineConfig, Prompt, PromptPiece};
+use weft_core::gguf::ModelFile;
+use weft_core::loaded::LoadedModel;
+use weft_core::model::vision::encoder::VisionEncoder;
+use weft_core::model::vision::Mmproj;
+use weft_core::test_support;
+use weft_core::vision::{decode_image, DecodeLimits};
+
+/// Greedy steps compared.
+const STEPS: usize = 32;
+/// The image (index.json's first: its native run equals llama.cpp's longest).
+const IMAGE: &str = "landscape_640x480.jpg";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn data(rel: &str) -> PathBuf {
+    root().join("tests/data/vision").join(rel)
+}
+
+/// The first missing prerequisite, if any.
+fn missing() -> Option<String> {
+    let root = root();
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node_ok {
+        return Some("node".into());
+    }
+    for (what, p) in [
+        (
+            "chromium (apt-get install chromium)",
+            PathBuf::from("/usr/bin/chromium"),
+        ),
+        (
+            "playwright-core (npm ci in tests/browser)",
+            root.join("tests/browser/node_modules/playwright-core"),
+        ),
+        (
+            "the browser package (scripts/build-web.sh)",
+            root.join("web/pkg/weft_wasm_bg.wasm"),
+        ),
+    ] {
+        if !Path::new(&p).exists() {
+            return Some(format!("{what}: {}", p.display()));
+        }
+    }
+    None
+}
+
+/// The native CPU run: per step the greedy token and its margin over the runner-up; and the
+/// prompt's length.
+fn native_run(model_path: &Path, image: &serde_json::Value) -> (Vec<u32>, Vec<f64>, usize) {
+    let mut model = LoadedModel::open(
+        model_path,
+        Box::new(CpuBackend::new(2)),
+        EngineConfig::default(),
+        &mut |_, _| {},
+    )
+    .expect("the Gemma 3 270M model loads");
+    let mm = Mmproj::read(Arc::new(
+        ModelFile::open(data("gemma3/mmproj-gemma3-tiny-f16.gguf")).unwrap(),
+    ))
+    .unwrap();
+    let mut be = CpuBackend::new(2);
+    let n_embd = model.engine.model_info().n_embd;
+    let enc = VisionEncoder::load(&mm, &mut be, &model.tokenizer, n_embd).unwrap();
+    let bytes = std::fs::read(data(&format!("images/{IMAGE}"))).unwrap();
+    let img = decode_image(&bytes, &DecodeLimits::default()).unwrap();
+    let encoded = enc.encode(&mut be, &img).unwrap();
+    // mtmd's tokenization of the chat prompt: text chunks' ids, the image's pieces between.
+    let mut pieces = Vec::new();
+    for c in image["prompt_chunks"].as_array().unwrap() {
+        match c["type"].as_str().unwrap() {
+            "text" => {
+                let mut ids = test_support::ids(&c["tokens"]);
+                // The image's own markers come with its pieces.
+                if ids.last() == Some(&255999) {
+                    ids.pop();
+                }
+                if ids.first() == Some(&256000) {
+                    ids.remove(0);
+                }
+                pieces.push(PromptPiece::Tokens(ids));
+            }
+            _ => pieces.extend(encoded.pieces.iter().cloned()),
+        }
+    }
+    let prompt = Prompt { pieces };
+    let seq = model.engine.new_sequence().unwrap();
+    let mut logits = model.engine.prefill_prompt(seq, &prompt).unwrap();
+    let (mut tokens, mut margins) = (Vec::new(), Vec::new());
+    for step in 0..STEPS {
+        let top = top_k_host(&logits, 2);
+        tokens.push(top[0].0);
+        margins.push((top[0].1 - top[1].1) as f64);
+        if step + 1 < STEPS {
+            logits = model.engine.decode(seq, top[0].0).unwrap();
+        }
+    }
+    (tokens, margins, prompt.len())
+}
+
+#[test]
+fn browser_vision_greedy_equals_native() {
+    let Some(model) = test_support::model_path("gemma3") else {
+        return;
+    };
+    if let Some(m) = missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("browser vision test prerequisite missing under CI: {m}");
+        }
+        eprintln!("\n*** SKIPPING the browser vision test: missing {m} ***\n");
+        return;
+    }
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data("gemma3/index.json")).unwrap()).unwrap();
+    let image = index["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["image"] == IMAGE)
+        .expect("the image is in index.json");
+    let (tokens, margins, prompt_len) = native_run(&model, image);
+    eprintln!("native tokens {tokens:?}\nmargins {margins:.3?}");
+    let expect = serde_json::json!({
+        "tokens": tokens,
+        "margins": margins,
+        "promptTokens": prompt_len,
+        "nearTie": test_support::MIN_MARGIN,
+    });
+    let out = Command::new("node")
+        .arg(root().join("tests/browser/vision.mjs"))
+        .env("WEFT_MODEL", &model)
+        .env("WEFT_MMPROJ", data("gemma3/mmproj-gemma3-tiny-f16.gguf"))
+        .env("WEFT_IMAGE", data(&format!("images/{IMAGE}")))
+        .env("WEFT_VISION_EXPECT", expect.to_string())
+        .output()
+        .expect("running node tests/browser/vision.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    println!("{stdout}");
+    assert!(out.status.success(), "the browser vision test failed: {stdout}");
+    let figures: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+            .expect("vision.mjs prints a JSON summary");
+    assert_eq!(figures["ok"], true);
+}
