@@ -7,8 +7,8 @@
 //     complete() with the rendered prompt's `<__media__>`, and as an ImageBitmap: the same
 //     tokens. Errors: no projector, a corrupt image, a decompression bomb's header, a wrong
 //     number of markers — rejected promises with messages; the engine keeps working.
-//  2. WebGPU (SwiftShader): the same chat, a few steps (SwiftShader needs seconds per token),
-//     against the same native tokens.
+//  2. WebGPU (SwiftShader): the encoder and the language model on WebGPU, the same chat, a
+//     few steps (SwiftShader needs seconds per token), against the same native tokens.
 // Prints one JSON line of figures at the end. Exit code 0 = pass.
 //
 // Env: WEFT_MODEL, WEFT_MMPROJ, WEFT_IMAGE (paths), WEFT_VISION_EXPECT ({tokens, margins,
@@ -150,6 +150,7 @@ try {
   assert.equal(info.backend, "cpu");
   assert.match(noProjector, /no vision projector loaded/);
   assert.equal(info.model.projector?.type, "gemma3", JSON.stringify(info.model));
+  assert.equal(info.model.projector.backend, "cpu");
   log("loaded", JSON.stringify(info.model));
 
   const cpu = await chatImage(page, expect.tokens.length);
@@ -210,6 +211,8 @@ try {
     await gp.goto(`${base}/`);
     const g = await loadAll(gp, "webgpu");
     assert.equal(g.info.backend, "webgpu");
+    // Gemma 3's encoder (SigLIP, AvgPool2d, projector) on WebGPU too.
+    assert.equal(g.info.model.projector.backend, "webgpu");
     const gpu = await chatImage(gp, gpuSteps);
     log("webgpu tokens", JSON.stringify(gpu.tokens), JSON.stringify(gpu.timings));
     assert.equal(gpu.usage.promptTokens, expect.promptTokens);

@@ -295,6 +295,7 @@ impl WeftEngine {
                     "projector": l.vision.as_ref().map(|v| serde_json::json!({
                         "name": v.name,
                         "type": v.projector_type(),
+                        "backend": v.backend(),
                         "fileSize": v.file_size,
                     })),
                 })
@@ -354,7 +355,7 @@ impl WeftEngine {
         let input = if images.is_empty() {
             generate::Input::Ids(l.model.encode_prompt(&text, true))
         } else {
-            image_input(l, &text, &marker, &images, true)?
+            image_input(l, &text, &marker, &images, true).await?
         };
         generate::run(l, input, &opts, &on_text, &signal).await
     }
@@ -381,7 +382,7 @@ impl WeftEngine {
                 true => prompt,
                 false => m.repeat(images.len()) + &prompt,
             };
-            image_input(l, &prompt, m, &images, opts.special)?
+            image_input(l, &prompt, m, &images, opts.special).await?
         };
         generate::run(l, input, &opts, &on_text, &signal).await
     }
@@ -403,14 +404,21 @@ impl WeftEngine {
 
     /// Loads the received projector for the loaded model (replacing one loaded before).
     /// Returns `info()`.
-    pub fn finish_projector(&mut self, name: String) -> Result<JsValue, JsValue> {
+    pub async fn finish_projector(&mut self, name: String) -> Result<JsValue, JsValue> {
         let bytes = self
             .incoming
             .take()
             .ok_or_else(|| error("finish_projector before begin_projector"))?;
+        self.model_mut()?.vision = None;
+        let mm = vision::Vision::read(bytes)?;
+        let gpu: Option<Box<dyn Backend>> =
+            if self.backend == "webgpu" && vision::Vision::gpu_capable(&mm) {
+                Some(Box::new(open_webgpu(&self.gpu_opts).await?))
+            } else {
+                None
+            };
         let l = self.model_mut()?;
-        l.vision = None;
-        let v = vision::Vision::load(bytes, name, l)?;
+        let v = vision::Vision::load(&mm, gpu, name, l)?;
         l.vision = Some(v);
         // The cached conversation's images were encoded by another projector.
         l.session.reset(&mut l.model.engine).map_err(error)?;
@@ -425,14 +433,15 @@ impl WeftEngine {
 }
 
 /// The prompt of rendered `text` with `images` in place of its `marker`s.
-fn image_input(
+async fn image_input(
     l: &mut Loaded,
     text: &str,
     marker: &str,
     images: &[Vec<u8>],
     special: bool,
 ) -> Result<generate::Input, JsValue> {
-    let (prompt, placeholder, image_tokens) = vision::build(l, text, marker, images, special)?;
+    let (prompt, placeholder, image_tokens) =
+        vision::build(l, text, marker, images, special).await?;
     Ok(generate::Input::Prompt {
         prompt,
         placeholder,

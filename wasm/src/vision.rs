@@ -3,10 +3,11 @@
 //! encoder's pieces (its marker tokens and embedding rows) — the server's way
 //! (native-server's common/images.rs), with the same decoder and encoder as natively.
 //!
-//! The encoder always runs on its own CPU backend (wasm SIMD, one thread): core's vision
-//! encoders read their output back synchronously, which WebGPU cannot do in a browser. On
-//! WebGPU the language model still takes the image rows (attending to each other both ways)
-//! on the GPU.
+//! The encoder runs on its own backend: on WebGPU (a second device) when the engine is on
+//! WebGPU and the family's encoder awaits its readback (Gemma 3 so far), else on the CPU
+//! (wasm SIMD, one thread) — the other families read back synchronously, which WebGPU cannot
+//! do in a browser. The language model takes the image rows (attending to each other both
+//! ways) on the engine's backend either way.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use weft_core::backend::Backend;
 use weft_core::engine::{Prompt, PromptPiece};
 use weft_core::gguf::ModelFile;
 use weft_core::model::vision::encoder::VisionEncoder;
-use weft_core::model::vision::Mmproj;
+use weft_core::model::vision::{Mmproj, Projector};
 use weft_core::vision::{decode_image, probe_image, DecodeLimits};
 
 use crate::js::error;
@@ -38,15 +39,29 @@ pub struct Vision {
 }
 
 impl Vision {
-    /// Reads an mmproj file and loads its encoder for the model `l`.
-    pub fn load(bytes: Vec<u8>, name: String, l: &Loaded) -> Result<Vision, JsValue> {
-        let file_size = bytes.len();
+    /// Reads an mmproj file.
+    pub fn read(bytes: Vec<u8>) -> Result<Mmproj, JsValue> {
         let file = Arc::new(
             ModelFile::from_vec(bytes)
                 .map_err(|e| error(format!("not a usable GGUF projector: {e}")))?,
         );
-        let mm = Mmproj::read(file).map_err(|e| error(format!("cannot load the projector: {e}")))?;
-        let mut backend: Box<dyn Backend> = Box::new(CpuBackend::new(1));
+        Mmproj::read(file).map_err(|e| error(format!("cannot load the projector: {e}")))
+    }
+
+    /// Whether this projector's encoder can run on a browser's WebGPU.
+    pub fn gpu_capable(mm: &Mmproj) -> bool {
+        matches!(mm.projector, Projector::Gemma3)
+    }
+
+    /// Loads the encoder of `mm` for the model `l`, on `gpu` when given, else on the CPU.
+    pub fn load(
+        mm: &Mmproj,
+        gpu: Option<Box<dyn Backend>>,
+        name: String,
+        l: &Loaded,
+    ) -> Result<Vision, JsValue> {
+        let file_size = mm.file.bytes().len();
+        let mut backend: Box<dyn Backend> = gpu.unwrap_or_else(|| Box::new(CpuBackend::new(1)));
         let n_embd = l.model.engine.model_info().n_embd;
         let encoder = VisionEncoder::load(&mm, backend.as_mut(), &l.model.tokenizer, n_embd)
             .map_err(|e| error(format!("cannot load the projector: {e}")))?;
@@ -56,6 +71,14 @@ impl Vision {
             name,
             file_size,
         })
+    }
+
+    /// The backend the encoder runs on: `webgpu` or `cpu`.
+    pub fn backend(&self) -> &'static str {
+        match self.backend.name() {
+            "wgpu" => "webgpu",
+            _ => "cpu",
+        }
     }
 
     /// `clip.projector_type` of the loaded projector.
@@ -108,7 +131,7 @@ pub fn image_bytes(images: &JsValue) -> Result<Vec<Vec<u8>>, JsValue> {
 /// is tokenized with the model's BOS rule; `special` parses control-token text. Every
 /// position (images counted from their headers alone) is checked against the context before
 /// any image is decoded.
-pub fn build(
+pub async fn build(
     l: &mut Loaded,
     text: &str,
     marker: &str,
@@ -166,7 +189,8 @@ pub fn build(
         let img = decode_image(b, &limits).map_err(|e| error(format!("image {i}: {e}")))?;
         let enc = v
             .encoder
-            .encode(v.backend.as_mut(), &img)
+            .encode_async(v.backend.as_mut(), &img)
+            .await
             .map_err(|e| error(format!("encoding image {i}: {e}")))?;
         pieces.extend(enc.pieces);
         push_tokens(&mut pieces, texts.next());

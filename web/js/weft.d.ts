@@ -115,7 +115,8 @@ export interface Info {
     maxTokens?: number;
     normalize?: boolean;
     /** Chat models: the vision projector loadProjector() loaded, or null. */
-    projector?: null | { name: string; type: string; fileSize: number };
+    /** `backend`: where its image encoder runs (WebGPU for Gemma 3 on WebGPU, else the CPU). */
+    projector?: null | { name: string; type: string; fileSize: number; backend: "webgpu" | "cpu" };
   };
   threads: number;
   simd128: boolean;
