@@ -48,6 +48,10 @@ pub async fn run(
     if params.sampling.seed.is_none() {
         params.sampling.seed = Some((js_sys::Math::random() * 9.007_199_254_740_991e15) as u64);
     }
+    if opts.top_logits > 20 {
+        return Err(error("topLogits: at most 20"));
+    }
+    l.session.top_logits = opts.top_logits;
     let t0 = js::now_ms();
     let on_step = |step: &Step| {
         if !step.text.is_empty() {
@@ -77,13 +81,20 @@ pub async fn run(
             *image_tokens,
         ),
     };
+    l.session.top_logits = 0;
     let gen = gen.map_err(error)?;
     let finish = match gen.finish {
         Finish::Cancelled => "abort",
         f => f.as_str(),
     };
+    let steps: Vec<serde_json::Value> = gen
+        .steps
+        .iter()
+        .map(|s| serde_json::json!({"token": s.token, "top": s.top}))
+        .collect();
     js::to_js(&serde_json::json!({
         "text": gen.text,
+        "steps": steps,
         "tokens": gen.tokens,
         "finishReason": finish,
         "usage": {

@@ -387,6 +387,23 @@ impl WeftEngine {
         generate::run(l, input, &opts, &on_text, &signal).await
     }
 
+    /// The projector's output for one encoded image: `{embeddings: Float32Array (rows x dim,
+    /// row-major), rows, dim, positions}` (`positions`: what the image takes in a prompt).
+    pub async fn embed_image(&mut self, image: Vec<u8>) -> Result<JsValue, JsValue> {
+        let l = self.model_mut()?;
+        let (data, rows, dim, positions) = vision::embed_image(l, &image).await?;
+        let out = js_sys::Object::new();
+        let set = |k: &str, v: JsValue| js_sys::Reflect::set(&out, &k.into(), &v).map(|_| ());
+        set(
+            "embeddings",
+            js_sys::Float32Array::from(data.as_slice()).into(),
+        )?;
+        set("rows", (rows as f64).into())?;
+        set("dim", (dim as f64).into())?;
+        set("positions", (positions as f64).into())?;
+        Ok(out.into())
+    }
+
     /// The text that stands for an image in `chat` messages (random per engine): the JS
     /// package puts one per image in a message's text.
     #[wasm_bindgen(getter)]

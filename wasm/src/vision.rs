@@ -198,6 +198,33 @@ pub async fn build(
     Ok((Prompt { pieces }, v.placeholder(), image_tokens))
 }
 
+/// The projector's output for one image: its embedding rows (row-major), how many, their
+/// width, and the positions the image takes in a prompt (markers included).
+pub async fn embed_image(
+    l: &mut Loaded,
+    bytes: &[u8],
+) -> Result<(Vec<f32>, usize, usize, usize), JsValue> {
+    let v = l
+        .vision
+        .as_mut()
+        .ok_or_else(|| error("no vision projector loaded: call loadProjector() first"))?;
+    let img = decode_image(bytes, &DecodeLimits::default()).map_err(|e| error(format!("image 0: {e}")))?;
+    let enc = v
+        .encoder
+        .encode_async(v.backend.as_mut(), &img)
+        .await
+        .map_err(|e| error(format!("encoding image 0: {e}")))?;
+    let (mut data, mut rows) = (Vec::new(), 0);
+    for p in &enc.pieces {
+        if let PromptPiece::Embeddings { data: d, n, .. } = p {
+            data.extend_from_slice(d);
+            rows += n;
+        }
+    }
+    let dim = if rows > 0 { data.len() / rows } else { 0 };
+    Ok((data, rows, dim, enc.n_tokens))
+}
+
 fn push_tokens(pieces: &mut Vec<PromptPiece>, t: Option<Vec<u32>>) {
     if let Some(t) = t.filter(|t| !t.is_empty()) {
         pieces.push(PromptPiece::Tokens(t));

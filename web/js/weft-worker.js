@@ -51,6 +51,8 @@ async function handle(msg) {
         aborts.delete(msg.id);
       }
     }
+    case "embedImage":
+      return await need().embed_image(await imageToBytes(msg.image, 0));
     case "embed":
       return await need().embed(msg.texts, msg.options || {});
     case "tokenize":
@@ -188,7 +190,7 @@ async function load(msg) {
 async function loadProjector(msg) {
   const e = need();
   const { name, from, notice } = await receive(msg, (size) => e.begin_projector(size), "mmproj.gguf");
-  const info = e.finish_projector(name);
+  const info = await e.finish_projector(name);
   return { ...info, source: from, notice };
 }
 

@@ -59,6 +59,8 @@ export interface GenerateOptions {
    * complete() where the prompt says `<__media__>`, in order, or all before the text.
    */
   images?: ImageInput[];
+  /** Return each step's best N (at most 20) raw [id, logit] pairs in the result's `steps`. */
+  topLogits?: number;
   signal?: AbortSignal;
 }
 
@@ -66,6 +68,8 @@ export interface GenerationResult {
   text: string;
   tokens: number[];
   finishReason: "stop" | "length" | "abort";
+  /** With options.topLogits: per sampled step, its token and the best raw [id, logit] pairs. */
+  steps: { token: number; top: [number, number][] }[];
   /** promptTokens counts the positions images take (imageTokens of them). */
   usage: { promptTokens: number; cachedPromptTokens: number; completionTokens: number; imageTokens: number };
   timings: {
@@ -165,6 +169,8 @@ export class Weft {
   chat(messages: Message[], options?: GenerateOptions): Generation;
   complete(prompt: string, options?: GenerateOptions): Generation;
   embed(texts: string | string[], options?: EmbedOptions): Promise<EmbedResult>;
+  /** The projector's output for one image (needs loadProjector()). */
+  embedImage(image: ImageInput): Promise<{ embeddings: Float32Array; rows: number; dim: number; positions: number }>;
   tokenize(text: string, options?: { special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   refreshInfo(): Promise<Info>;

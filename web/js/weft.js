@@ -141,6 +141,15 @@ export class Weft {
     return this._call({ op: "embed", texts: list, options });
   }
 
+  /**
+   * The vision projector's output for one image (needs loadProjector()): {embeddings:
+   * Float32Array (rows x dim, row-major), rows, dim, positions (what it takes in a prompt)}.
+   */
+  async embedImage(image) {
+    const m = await cloneableImages({ op: "embedImage", options: { images: [image] } });
+    return this._call({ op: "embedImage", image: m.options.images[0] });
+  }
+
   /** Token ids of text. */
   tokenize(text, { special = false } = {}) {
     return this._call({ op: "tokenize", text, special });
