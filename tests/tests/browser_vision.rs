@@ -1,11 +1,14 @@
 //! Vision in the browser package: `tests/browser/vision.mjs` drives Debian's headless Chromium
-//! (playwright-core) through weft.js: the tiny Gemma 3 projector
-//! (tests/data/vision/gemma3) beside the real Gemma 3 270M, one image file passed to `chat`
-//! as a Blob (and as bytes to `complete`), greedy 32 tokens on the wasm CPU backend (and a
-//! few on WebGPU, SwiftShader) equal to the native CPU backend's — computed here, on the same
-//! image file, chat prompt (llama.cpp mtmd's tokenization, index.json's `prompt_chunks`) and
-//! encoder — up to the first step where the native top-1/top-2 margin is a near-tie
-//! (`test_support::MIN_MARGIN`), as the other reference comparisons.
+//! (playwright-core) through weft.js: the tiny Gemma 3 projector (tests/data/vision/gemma3)
+//! beside the real Gemma 3 270M and one image file. On the wasm CPU backend: the projector's
+//! output (`embedImage`) against the native one computed here (cosine >= 0.9999, max-abs <=
+//! 1e-3); greedy 32 tokens of a chat with the image as a Blob against the native CPU backend's
+//! — the same image bytes, chat prompt (llama.cpp mtmd's tokenization, index.json's
+//! `prompt_chunks`) and encoder — equal up to the first step where either side's top-1/top-2
+//! margin is a near-tie (`test_support::MIN_MARGIN`, as core's vision_gemma3_generate), top-1
+//! raw logits within [`LOGIT_TOLERANCE`] up to there; the same image as bytes to `complete`,
+//! a PNG as bytes and as an ImageBitmap, and the error cases. On WebGPU (SwiftShader): the
+//! encoder's embeddings against the native ones.
 //!
 //! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh`; skips loudly when
 //! one is missing, fails under CI.
@@ -205,7 +208,10 @@ fn browser_vision_greedy_equals_native() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     println!("{stdout}");
-    assert!(out.status.success(), "the browser vision test failed: {stdout}");
+    assert!(
+        out.status.success(),
+        "the browser vision test failed: {stdout}"
+    );
     let figures: serde_json::Value =
         serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
             .expect("vision.mjs prints a JSON summary");

@@ -208,7 +208,8 @@ pub async fn embed_image(
         .vision
         .as_mut()
         .ok_or_else(|| error("no vision projector loaded: call loadProjector() first"))?;
-    let img = decode_image(bytes, &DecodeLimits::default()).map_err(|e| error(format!("image 0: {e}")))?;
+    let img = decode_image(bytes, &DecodeLimits::default())
+        .map_err(|e| error(format!("image 0: {e}")))?;
     let enc = v
         .encoder
         .encode_async(v.backend.as_mut(), &img)

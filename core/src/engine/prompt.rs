@@ -213,7 +213,10 @@ impl Engine {
 
     /// Plans one step of a prompt: its rows, with the embedding rows, bidirectional ranges
     /// and rotary positions it is given.
-    fn plan_prompt_step(&mut self, s: &PromptStep) -> Result<super::step_async::StepPlan, EngineError> {
+    fn plan_prompt_step(
+        &mut self,
+        s: &PromptStep,
+    ) -> Result<super::step_async::StepPlan, EngineError> {
         self.plan_step_with(&s.rows, |g| {
             if !s.given_rows.is_empty() {
                 g.row_embeddings = Some(crate::backend::RowEmbeddings {
