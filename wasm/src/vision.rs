@@ -63,7 +63,7 @@ impl Vision {
         let file_size = mm.file.bytes().len();
         let mut backend: Box<dyn Backend> = gpu.unwrap_or_else(|| Box::new(CpuBackend::new(1)));
         let n_embd = l.model.engine.model_info().n_embd;
-        let encoder = VisionEncoder::load(&mm, backend.as_mut(), &l.model.tokenizer, n_embd)
+        let encoder = VisionEncoder::load(mm, backend.as_mut(), &l.model.tokenizer, n_embd)
             .map_err(|e| error(format!("cannot load the projector: {e}")))?;
         Ok(Vision {
             encoder,
@@ -222,7 +222,7 @@ pub async fn embed_image(
             rows += n;
         }
     }
-    let dim = if rows > 0 { data.len() / rows } else { 0 };
+    let dim = data.len().checked_div(rows).unwrap_or(0);
     Ok((data, rows, dim, enc.n_tokens))
 }
 
