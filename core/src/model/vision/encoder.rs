@@ -312,11 +312,6 @@ impl VisionEncoder {
             _ => self.encode(backend, img),
         }
     }
-
-    /// Whether [`encode_async`](Self::encode_async) awaits the readback for this family.
-    pub fn encodes_async(&self) -> bool {
-        matches!(self, VisionEncoder::Gemma3 { .. })
-    }
 }
 
 /// Gemma 3's encoder input: the image fitted into its square, normalised, planar.
