@@ -11,6 +11,7 @@ mod embed;
 mod generate;
 mod js;
 mod options;
+mod vision;
 
 use std::sync::Arc;
 
@@ -38,6 +39,8 @@ struct Loaded {
     n_ctx: usize,
     /// An embedder for this model, made from its file on first `embed`.
     embedder: Option<weft_core::embed::Embedder>,
+    /// Its vision projector, once `finish_projector` loaded one.
+    vision: Option<vision::Vision>,
 }
 
 /// The engine as exported to JavaScript.
@@ -57,6 +60,9 @@ pub struct WeftEngine {
     loaded: Option<Loaded>,
     /// A loaded embedding model (instead of a chat model).
     encoder: Option<embed::Encoder>,
+    /// What stands for an image in `chat` messages' text: random per engine, so no text a
+    /// page passes on can pose as an image.
+    marker: String,
 }
 
 /// Whether `navigator.gpu` exists in this global scope.
@@ -130,6 +136,11 @@ impl WeftEngine {
             incoming: None,
             loaded: None,
             encoder: None,
+            marker: format!(
+                "<__weft_image_{:x}{:x}__>",
+                (js_sys::Math::random() * 4294967296.0) as u64,
+                (js_sys::Math::random() * 4294967296.0) as u64
+            ),
         })
     }
 
@@ -145,20 +156,7 @@ impl WeftEngine {
         self.loaded = None;
         self.encoder = None;
         self.incoming = None;
-        if !(size.is_finite() && size >= 0.0) {
-            return Err(error("model size must be a non-negative number of bytes"));
-        }
-        let size = size as usize;
-        let mut v = Vec::new();
-        v.try_reserve_exact(size).map_err(|_| {
-            error(format!(
-                "out of memory: cannot hold a {:.0} MiB model in the browser's wasm memory \
-                 (4 GiB at most, often less)",
-                size as f64 / 1048576.0
-            ))
-        })?;
-        self.incoming = Some(v);
-        Ok(())
+        self.begin_bytes(size, "model")
     }
 
     /// Appends the next piece of the model file.
@@ -259,6 +257,7 @@ impl WeftEngine {
             file_size,
             n_ctx,
             embedder: None,
+            vision: None,
         });
         self.info()
     }
@@ -293,6 +292,12 @@ impl WeftEngine {
                     "trainedContext": i.n_ctx_train,
                     "kind": "chat",
                     "chatTemplate": l.model.chat_template().is_some(),
+                    "projector": l.vision.as_ref().map(|v| serde_json::json!({
+                        "name": v.name,
+                        "type": v.projector_type(),
+                        "backend": v.backend(),
+                        "fileSize": v.file_size,
+                    })),
                 })
             })
         });
@@ -331,9 +336,12 @@ impl WeftEngine {
         options: JsValue,
         on_text: js_sys::Function,
         signal: JsValue,
+        images: JsValue,
     ) -> Result<JsValue, JsValue> {
         let msgs: Vec<weft_core::chat::Message> = js::from_js(&messages, "messages")?;
         let opts: options::GenOptions = js::from_js(&options, "chat options")?;
+        let images = vision::image_bytes(&images)?;
+        let marker = self.marker.clone();
         let l = self.model_mut()?;
         let t = l.model.chat_template().ok_or_else(|| {
             error("this model has no chat template; use complete() with a raw prompt")
@@ -344,22 +352,94 @@ impl WeftEngine {
         let text = t
             .render(&msgs, None, true, opts.template_vars.clone())
             .map_err(|e| error(format!("chat template: {e}")))?;
-        let ids = l.model.encode_prompt(&text, true);
-        generate::run(l, ids, &opts, &on_text, &signal).await
+        let input = if images.is_empty() {
+            generate::Input::Ids(l.model.encode_prompt(&text, true))
+        } else {
+            image_input(l, &text, &marker, &images, true).await?
+        };
+        generate::run(l, input, &opts, &on_text, &signal).await
     }
 
     /// Continues the raw text `prompt` (no chat template); streams and resolves as `chat`.
+    /// `images` (encoded bytes) go where the prompt says `<__media__>`, in order, or before
+    /// the text when it says it nowhere.
     pub async fn complete(
         &mut self,
         prompt: String,
         options: JsValue,
         on_text: js_sys::Function,
         signal: JsValue,
+        images: JsValue,
     ) -> Result<JsValue, JsValue> {
         let opts: options::GenOptions = js::from_js(&options, "complete options")?;
+        let images = vision::image_bytes(&images)?;
         let l = self.model_mut()?;
-        let ids = l.model.encode_prompt(&prompt, opts.special);
-        generate::run(l, ids, &opts, &on_text, &signal).await
+        let input = if images.is_empty() {
+            generate::Input::Ids(l.model.encode_prompt(&prompt, opts.special))
+        } else {
+            let m = vision::MEDIA_MARKER;
+            let prompt = match prompt.contains(m) {
+                true => prompt,
+                false => m.repeat(images.len()) + &prompt,
+            };
+            image_input(l, &prompt, m, &images, opts.special).await?
+        };
+        generate::run(l, input, &opts, &on_text, &signal).await
+    }
+
+    /// The projector's output for one encoded image: `{embeddings: Float32Array (rows x dim,
+    /// row-major), rows, dim, positions}` (`positions`: what the image takes in a prompt).
+    pub async fn embed_image(&mut self, image: Vec<u8>) -> Result<JsValue, JsValue> {
+        let l = self.model_mut()?;
+        let (data, rows, dim, positions) = vision::embed_image(l, &image).await?;
+        let out = js_sys::Object::new();
+        let set = |k: &str, v: JsValue| js_sys::Reflect::set(&out, &k.into(), &v).map(|_| ());
+        set(
+            "embeddings",
+            js_sys::Float32Array::from(data.as_slice()).into(),
+        )?;
+        set("rows", (rows as f64).into())?;
+        set("dim", (dim as f64).into())?;
+        set("positions", (positions as f64).into())?;
+        Ok(out.into())
+    }
+
+    /// The text that stands for an image in `chat` messages (random per engine): the JS
+    /// package puts one per image in a message's text.
+    #[wasm_bindgen(getter)]
+    pub fn image_marker(&self) -> String {
+        self.marker.clone()
+    }
+
+    /// Starts receiving a vision projector (mmproj GGUF) of `size` bytes for the loaded chat
+    /// model; its bytes come with `push_chunk`, then `finish_projector`.
+    pub fn begin_projector(&mut self, size: f64) -> Result<(), JsValue> {
+        self.incoming = None;
+        self.model()?;
+        self.begin_bytes(size, "projector")
+    }
+
+    /// Loads the received projector for the loaded model (replacing one loaded before).
+    /// Returns `info()`.
+    pub async fn finish_projector(&mut self, name: String) -> Result<JsValue, JsValue> {
+        let bytes = self
+            .incoming
+            .take()
+            .ok_or_else(|| error("finish_projector before begin_projector"))?;
+        self.model_mut()?.vision = None;
+        let mm = vision::Vision::read(bytes)?;
+        let gpu: Option<Box<dyn Backend>> =
+            if self.backend == "webgpu" && vision::Vision::gpu_capable(&mm) {
+                Some(Box::new(open_webgpu(&self.gpu_opts).await?))
+            } else {
+                None
+            };
+        let l = self.model_mut()?;
+        let v = vision::Vision::load(&mm, gpu, name, l)?;
+        l.vision = Some(v);
+        // The cached conversation's images were encoded by another projector.
+        l.session.reset(&mut l.model.engine).map_err(error)?;
+        self.info()
     }
 
     /// Forgets the cached conversation (the next request prefills from scratch).
@@ -369,7 +449,45 @@ impl WeftEngine {
     }
 }
 
+/// The prompt of rendered `text` with `images` in place of its `marker`s.
+async fn image_input(
+    l: &mut Loaded,
+    text: &str,
+    marker: &str,
+    images: &[Vec<u8>],
+    special: bool,
+) -> Result<generate::Input, JsValue> {
+    let (prompt, placeholder, image_tokens) =
+        vision::build(l, text, marker, images, special).await?;
+    Ok(generate::Input::Prompt {
+        prompt,
+        placeholder,
+        image_tokens,
+    })
+}
+
 impl WeftEngine {
+    /// Reserves room for a file of `size` bytes (so one that cannot fit in the 4 GiB wasm
+    /// memory fails here, clearly) and starts receiving it.
+    fn begin_bytes(&mut self, size: f64, what: &str) -> Result<(), JsValue> {
+        if !(size.is_finite() && size >= 0.0) {
+            return Err(error(format!(
+                "{what} size must be a non-negative number of bytes"
+            )));
+        }
+        let size = size as usize;
+        let mut v = Vec::new();
+        v.try_reserve_exact(size).map_err(|_| {
+            error(format!(
+                "out of memory: cannot hold a {:.0} MiB {what} in the browser's wasm memory \
+                 (4 GiB at most, often less)",
+                size as f64 / 1048576.0
+            ))
+        })?;
+        self.incoming = Some(v);
+        Ok(())
+    }
+
     fn no_model(&self) -> JsValue {
         if self.encoder.is_some() {
             error("this is an embedding model: it does not generate text (use embed())")

@@ -60,6 +60,9 @@ pub struct GenOptions {
     /// Structured output: the reply is one JSON value of this JSON Schema (`{}` or
     /// `{"type": "object"}` for any object), and generation stops when it is complete.
     pub json_schema: Option<serde_json::Value>,
+    /// Return each step's best `top_logits` raw (id, logit) pairs in the result's `steps`
+    /// (0: none; at most 20).
+    pub top_logits: usize,
 }
 
 impl Default for GenOptions {
@@ -80,6 +83,7 @@ impl Default for GenOptions {
             special: false,
             template_vars: None,
             json_schema: None,
+            top_logits: 0,
         }
     }
 }

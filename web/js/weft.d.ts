@@ -29,6 +29,13 @@ export interface LoadOptions {
   cache?: boolean;
 }
 
+/**
+ * An image for a vision model: a Blob/File or the bytes of a PNG, JPEG, WebP or GIF file
+ * (decoded in wasm by the same decoder as natively: identical results), an ImageBitmap or
+ * ImageData (encoded as PNG first), or an <img>/<canvas> (turned into an ImageBitmap).
+ */
+export type ImageInput = Blob | ImageBitmap | ImageData | ArrayBuffer | Uint8Array | HTMLImageElement | HTMLCanvasElement | OffscreenCanvas;
+
 export interface GenerateOptions {
   maxTokens?: number;
   temperature?: number;
@@ -47,6 +54,13 @@ export interface GenerateOptions {
   templateVars?: Record<string, unknown>;
   /** Structured output: the reply is one JSON value of this JSON Schema; generation stops when it is complete. */
   jsonSchema?: Record<string, unknown>;
+  /**
+   * Images (after loadProjector()): chat() puts them with the last user message;
+   * complete() where the prompt says `<__media__>`, in order, or all before the text.
+   */
+  images?: ImageInput[];
+  /** Return each step's best N (at most 20) raw [id, logit] pairs in the result's `steps`. */
+  topLogits?: number;
   signal?: AbortSignal;
 }
 
@@ -54,7 +68,10 @@ export interface GenerationResult {
   text: string;
   tokens: number[];
   finishReason: "stop" | "length" | "abort";
-  usage: { promptTokens: number; cachedPromptTokens: number; completionTokens: number };
+  /** With options.topLogits: per sampled step, its token and the best raw [id, logit] pairs. */
+  steps: { token: number; top: [number, number][] }[];
+  /** promptTokens counts the positions images take (imageTokens of them). */
+  usage: { promptTokens: number; cachedPromptTokens: number; completionTokens: number; imageTokens: number };
   timings: {
     promptMs: number;
     promptTokensPerS: number;
@@ -101,6 +118,9 @@ export interface Info {
     /** Embedding models: the longest input in tokens, and whether vectors are normalised. */
     maxTokens?: number;
     normalize?: boolean;
+    /** Chat models: the vision projector loadProjector() loaded, or null. */
+    /** `backend`: where its image encoder runs (WebGPU for Gemma 3 on WebGPU, else the CPU). */
+    projector?: null | { name: string; type: string; fileSize: number; backend: "webgpu" | "cpu" };
   };
   threads: number;
   simd128: boolean;
@@ -129,6 +149,8 @@ export interface EmbedResult {
 export interface Message {
   role: "system" | "user" | "assistant" | string;
   content: string;
+  /** Images that go before this message's text (needs loadProjector()). */
+  images?: ImageInput[];
 }
 
 export class Generation implements AsyncIterable<string> {
@@ -142,9 +164,13 @@ export class Weft {
   info: Info;
   readonly backend: "webgpu" | "cpu";
   load(source: string | URL | Blob | ArrayBuffer, options?: LoadOptions): Promise<Info>;
+  /** The loaded chat model's vision projector (mmproj GGUF); a new load() drops it. */
+  loadProjector(source: string | URL | Blob | ArrayBuffer, options?: LoadOptions): Promise<Info>;
   chat(messages: Message[], options?: GenerateOptions): Generation;
   complete(prompt: string, options?: GenerateOptions): Generation;
   embed(texts: string | string[], options?: EmbedOptions): Promise<EmbedResult>;
+  /** The projector's output for one image (needs loadProjector()). */
+  embedImage(image: ImageInput): Promise<{ embeddings: Float32Array; rows: number; dim: number; positions: number }>;
   tokenize(text: string, options?: { special?: boolean }): Promise<number[]>;
   detokenize(ids: ArrayLike<number>): Promise<string>;
   refreshInfo(): Promise<Info>;

@@ -7,6 +7,8 @@
 //   for await (const delta of weft.chat([{ role: "user", content: "Hi" }], { maxTokens: 64 }))
 //     out.textContent += delta;
 //   const { embeddings } = await weft.embed(["a text", "another"]);   // vectors, one per text
+//   await weft.loadProjector("/models/m/mmproj");                     // a vision model's mmproj
+//   weft.chat([{ role: "user", content: "What is this?", images: [file] }]);
 //
 // Streams end with a result (`stream.result`: text, tokens, finishReason, usage, timings).
 
@@ -99,12 +101,30 @@ export class Weft {
     return info;
   }
 
-  /** Chat with OpenAI-style messages; an async iterator of text deltas (see Generation). */
+  /**
+   * Loads the vision projector (mmproj GGUF) of the loaded chat model, from the same kinds of
+   * source as load(); then chat/complete take images. Resolves to info() (info.model.projector).
+   */
+  async loadProjector(source, { onProgress, name, cache = true } = {}) {
+    const msg = { op: "loadProjector", source, name, cache, base: globalThis.location?.href };
+    const info = await this._call(msg, { onProgress });
+    this.info = info;
+    return info;
+  }
+
+  /**
+   * Chat with OpenAI-style messages; an async iterator of text deltas (see Generation). A
+   * message's `images` (Blob/File, ImageBitmap, ImageData, or the bytes of a PNG/JPEG/WebP/GIF
+   * file) go before its text; `options.images` go with the last user message.
+   */
   chat(messages, options = {}) {
     return this._stream({ op: "chat", messages, options: strip(options) }, options.signal);
   }
 
-  /** Continue a raw prompt (no chat template); same streaming as chat. */
+  /**
+   * Continue a raw prompt (no chat template); same streaming as chat. `options.images` go
+   * where the prompt says `<__media__>`, in order (or all before the text).
+   */
   complete(prompt, options = {}) {
     return this._stream({ op: "complete", prompt, options: strip(options) }, options.signal);
   }
@@ -119,6 +139,15 @@ export class Weft {
   embed(texts, options = {}) {
     const list = typeof texts === "string" ? [texts] : Array.from(texts);
     return this._call({ op: "embed", texts: list, options });
+  }
+
+  /**
+   * The vision projector's output for one image (needs loadProjector()): {embeddings:
+   * Float32Array (rows x dim, row-major), rows, dim, positions (what it takes in a prompt)}.
+   */
+  async embedImage(image) {
+    const m = await cloneableImages({ op: "embedImage", options: { images: [image] } });
+    return this._call({ op: "embedImage", image: m.options.images[0] });
   }
 
   /** Token ids of text. */
@@ -158,17 +187,18 @@ export class Weft {
       gen._fail(new DOMException("aborted before start", "AbortError"));
       return gen;
     }
-    const id = this._next;
+    const id = this._next++;
     const onAbort = () => this._worker.postMessage({ op: "abort", target: id });
     signal?.addEventListener("abort", onAbort, { once: true });
-    this._call(msg, { onText: (t) => gen._push(t) })
+    cloneableImages(msg)
+      .then((m) => this._call(m, { onText: (t) => gen._push(t) }, id))
       .then((r) => gen._finish(r), (e) => gen._fail(e))
       .finally(() => signal?.removeEventListener("abort", onAbort));
     return gen;
   }
 
-  _call(msg, handlers = {}) {
-    const id = this._next++;
+  _call(msg, handlers = {}, reserved) {
+    const id = reserved ?? this._next++;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { resolve, reject, ...handlers });
       this._worker.postMessage({ ...msg, id });
@@ -186,6 +216,34 @@ export class Weft {
       else p.reject(new Error(m.message));
     }
   }
+}
+
+// Images a worker can receive: <img>, <canvas>, VideoFrame and the like become ImageBitmaps
+// (Blobs, ImageBitmaps, ImageData and byte arrays go as they are).
+async function cloneableImages(msg) {
+  const fix = async (list) => {
+    if (!Array.isArray(list)) return list;
+    return Promise.all(list.map(async (img, i) => {
+      const plain = img instanceof Blob || img instanceof ArrayBuffer || ArrayBuffer.isView(img)
+        || (typeof ImageBitmap !== "undefined" && img instanceof ImageBitmap)
+        || (typeof ImageData !== "undefined" && img instanceof ImageData);
+      if (plain) return img;
+      if (typeof createImageBitmap === "function" && img && typeof img === "object") {
+        try {
+          return await createImageBitmap(img);
+        } catch {
+          // falls through to the error below
+        }
+      }
+      throw new Error(`image ${i}: expected a Blob, ImageBitmap, ImageData, an <img>/<canvas>, or the bytes of a PNG/JPEG/WebP/GIF file`);
+    }));
+  };
+  const out = { ...msg };
+  if (out.options?.images) out.options = { ...out.options, images: await fix(out.options.images) };
+  if (Array.isArray(out.messages) && out.messages.some((m) => m?.images)) {
+    out.messages = await Promise.all(out.messages.map(async (m) => (m?.images ? { ...m, images: await fix(m.images) } : m)));
+  }
+  return out;
 }
 
 // The options the engine understands (signal stays on this side).

@@ -175,18 +175,7 @@ impl Engine {
     pub fn prefill_prompt(&mut self, seq: u32, prompt: &Prompt) -> Result<Vec<f32>, EngineError> {
         let mut last = Vec::new();
         for s in self.prompt_steps(seq, prompt)? {
-            let plan = self.plan_step_with(&s.rows, |g| {
-                if !s.given_rows.is_empty() {
-                    g.row_embeddings = Some(crate::backend::RowEmbeddings {
-                        rows: s.given_rows.clone(),
-                        data: s.given.clone().into(),
-                    });
-                }
-                g.bidirectional = s.bidirectional.clone();
-                if !s.rope.is_empty() {
-                    g.rope_positions = Some(s.rope.clone().into());
-                }
-            })?;
+            let plan = self.plan_prompt_step(&s)?;
             let result = self.backend.execute(&plan.graph, &plan.batch());
             if let Some(l) = self.finish_step(&plan, result)?.pop() {
                 last = l;
@@ -196,6 +185,50 @@ impl Engine {
             }
         }
         Ok(last)
+    }
+
+    /// [`prefill_prompt`](Self::prefill_prompt), awaiting each step's readback instead of
+    /// blocking on it (the browser's path: WebGPU cannot block).
+    pub async fn prefill_prompt_async(
+        &mut self,
+        seq: u32,
+        prompt: &Prompt,
+    ) -> Result<Vec<f32>, EngineError> {
+        let mut last = Vec::new();
+        for s in self.prompt_steps(seq, prompt)? {
+            let plan = self.plan_prompt_step(&s)?;
+            let result = match self.backend.submit(&plan.graph, &plan.batch()) {
+                Ok(p) => p.wait().await,
+                Err(e) => Err(e),
+            };
+            if let Some(l) = self.finish_step(&plan, result)?.pop() {
+                last = l;
+            }
+            for &(from, shift) in &s.shifts {
+                self.rope_shifts.push(seq, from, shift);
+            }
+        }
+        Ok(last)
+    }
+
+    /// Plans one step of a prompt: its rows, with the embedding rows, bidirectional ranges
+    /// and rotary positions it is given.
+    fn plan_prompt_step(
+        &mut self,
+        s: &PromptStep,
+    ) -> Result<super::step_async::StepPlan, EngineError> {
+        self.plan_step_with(&s.rows, |g| {
+            if !s.given_rows.is_empty() {
+                g.row_embeddings = Some(crate::backend::RowEmbeddings {
+                    rows: s.given_rows.clone(),
+                    data: s.given.clone().into(),
+                });
+            }
+            g.bidirectional = s.bidirectional.clone();
+            if !s.rope.is_empty() {
+                g.rope_positions = Some(s.rope.clone().into());
+            }
+        })
     }
 
     fn prompt_steps(&self, seq: u32, prompt: &Prompt) -> Result<Vec<PromptStep>, EngineError> {

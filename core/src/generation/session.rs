@@ -142,7 +142,7 @@ impl Session {
         model: &mut LoadedModel,
         prompt: &[u32],
         params: &GenParams,
-        mut on_step: F,
+        on_step: F,
     ) -> Result<Generated, EngineError>
     where
         F: FnMut(&Step) -> Fut,
@@ -151,8 +151,51 @@ impl Session {
         let (mut run, reuse) = self.begin(model, prompt, params)?;
         let t = now_secs();
         let logits = model.engine.prefill_async(self.seq, &prompt[reuse..]).await;
-        let mut logits = self.check(model, logits)?;
+        let logits = self.check(model, logits)?;
         run.out.prompt_secs = now_secs() - t;
+        self.decode_loop_async(model, run, logits, on_step).await
+    }
+
+    /// [`generate_prompt`](Self::generate_prompt) with every step's readback awaited and
+    /// `on_step`'s future awaited after each step, as [`generate_async`](Self::generate_async).
+    pub async fn generate_prompt_async<F, Fut>(
+        &mut self,
+        model: &mut LoadedModel,
+        prompt: &Prompt,
+        placeholder: u32,
+        params: &GenParams,
+        on_step: F,
+    ) -> Result<Generated, EngineError>
+    where
+        F: FnMut(&Step) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let keys = prompt.cache_keys();
+        let ids = prompt.ids(placeholder);
+        let (mut run, reuse) =
+            self.begin_keyed(model, &ids, &keys, |r| prompt.clamp_reuse(r), params)?;
+        let t = now_secs();
+        let logits = model
+            .engine
+            .prefill_prompt_async(self.seq, &prompt.from(reuse))
+            .await;
+        let logits = self.check(model, logits)?;
+        run.out.prompt_secs = now_secs() - t;
+        self.decode_loop_async(model, run, logits, on_step).await
+    }
+
+    /// [`decode_loop`](Self::decode_loop) with readbacks and `on_step` awaited.
+    async fn decode_loop_async<F, Fut>(
+        &mut self,
+        model: &mut LoadedModel,
+        mut run: Run,
+        mut logits: Vec<f32>,
+        mut on_step: F,
+    ) -> Result<Generated, EngineError>
+    where
+        F: FnMut(&Step) -> Fut,
+        Fut: Future<Output = bool>,
+    {
         loop {
             let step = run.step(logits, self, model);
             let go_on = on_step(&step).await;

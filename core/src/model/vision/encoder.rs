@@ -213,31 +213,8 @@ impl VisionEncoder {
     ) -> Result<EncodedImage, VisionError> {
         match self {
             VisionEncoder::Gemma3 { model, markers, .. } => {
-                let hp = model.hparams();
-                let (_, pixels) =
-                    preprocess::gemma3(img, hp.image_size as u32, hp.image_mean, hp.image_std);
-                let rows = model.encode(backend, &pixels.data)?;
-                let n = model.n_tokens();
-                if rows.len() != n * model.n_out() {
-                    return Err(VisionError::Input(format!(
-                        "the encoder gave {} values for {n} rows of {}",
-                        rows.len(),
-                        model.n_out()
-                    )));
-                }
-                let data: Arc<[f32]> = rows.into();
-                Ok(EncodedImage {
-                    pieces: vec![
-                        PromptPiece::Tokens(vec![markers.start]),
-                        PromptPiece::Embeddings {
-                            data,
-                            n,
-                            bidirectional: true,
-                        },
-                        PromptPiece::Tokens(vec![markers.end]),
-                    ],
-                    n_tokens: n + 2,
-                })
+                let rows = model.encode(backend, &gemma3_pixels(model, img))?;
+                gemma3_image(model, *markers, rows)
             }
             VisionEncoder::Idefics3 {
                 model,
@@ -314,6 +291,63 @@ impl VisionEncoder {
             }
         }
     }
+}
+
+impl VisionEncoder {
+    /// [`encode`](Self::encode) with the encoder's readback awaited (the browser's WebGPU
+    /// cannot block). Gemma 3 so far; the other families encode synchronously here (on a CPU
+    /// backend that is the same; a browser's WebGPU backend refuses it with a message).
+    pub async fn encode_async(
+        &self,
+        backend: &mut dyn Backend,
+        img: &RgbImage,
+    ) -> Result<EncodedImage, VisionError> {
+        match self {
+            VisionEncoder::Gemma3 { model, markers, .. } => {
+                let rows = model
+                    .encode_async(backend, &gemma3_pixels(model, img))
+                    .await?;
+                gemma3_image(model, *markers, rows)
+            }
+            _ => self.encode(backend, img),
+        }
+    }
+}
+
+/// Gemma 3's encoder input: the image fitted into its square, normalised, planar.
+fn gemma3_pixels(model: &Gemma3Vision, img: &RgbImage) -> Vec<f32> {
+    let hp = model.hparams();
+    let (_, pixels) = preprocess::gemma3(img, hp.image_size as u32, hp.image_mean, hp.image_std);
+    pixels.data
+}
+
+/// Gemma 3's prompt pieces for an image's encoder output `rows`.
+fn gemma3_image(
+    model: &Gemma3Vision,
+    markers: Markers,
+    rows: Vec<f32>,
+) -> Result<EncodedImage, VisionError> {
+    let n = model.n_tokens();
+    if rows.len() != n * model.n_out() {
+        return Err(VisionError::Input(format!(
+            "the encoder gave {} values for {n} rows of {}",
+            rows.len(),
+            model.n_out()
+        )));
+    }
+    let data: Arc<[f32]> = rows.into();
+    Ok(EncodedImage {
+        pieces: vec![
+            PromptPiece::Tokens(vec![markers.start]),
+            PromptPiece::Embeddings {
+                data,
+                n,
+                bidirectional: true,
+            },
+            PromptPiece::Tokens(vec![markers.end]),
+        ],
+        n_tokens: n + 2,
+    })
 }
 
 /// The merged-token grid (rows, columns) Qwen2.5-VL's preprocessing gives an image, from its

@@ -108,11 +108,27 @@ impl Gemma3Vision {
         backend: &mut dyn Backend,
         pixels: &[f32],
     ) -> Result<Vec<f32>, VisionError> {
+        let g = self.graph(pixels)?;
+        self.tower.run(backend, &g)
+    }
+
+    /// [`encode`](Self::encode) with the readback awaited (the browser's WebGPU).
+    pub async fn encode_async(
+        &self,
+        backend: &mut dyn Backend,
+        pixels: &[f32],
+    ) -> Result<Vec<f32>, VisionError> {
+        let g = self.graph(pixels)?;
+        self.tower.run_async(backend, &g).await
+    }
+
+    /// The encoder's graph for one normalised planar `[3][S][S]` image.
+    fn graph(&self, pixels: &[f32]) -> Result<Graph, VisionError> {
         let patches: Arc<[f32]> = self.unfold(pixels)?.into();
         let mut g = Graph::new(self.tower.n_patches());
         let out = self.build(&mut g, patches);
         g.output(out);
-        self.tower.run(backend, &g)
+        Ok(g)
     }
 }
 

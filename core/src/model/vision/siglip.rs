@@ -218,20 +218,46 @@ impl SiglipTower {
     /// Runs a graph recorded with [`Self::build`] (and a projector after it, whose output is
     /// the graph's one output) on `backend`; returns that output, row-major.
     pub fn run(&self, backend: &mut dyn Backend, g: &Graph) -> Result<Vec<f32>, VisionError> {
-        let n = self.n_patches();
-        let tokens = vec![0u32; n];
-        let positions: Vec<u32> = (0..n as u32).collect();
+        let (tokens, positions) = self.step_rows();
         let batch = StepBatch {
             tokens: &tokens,
             positions: &positions,
             seqs: &tokens,
         };
-        match backend.execute(g, &batch)?.pop() {
-            Some(Readback::F32 { data, .. }) => Ok(data),
-            _ => Err(VisionError::Input(
-                "the backend returned no embeddings".into(),
-            )),
-        }
+        embeddings(backend.execute(g, &batch)?)
+    }
+
+    /// [`run`](Self::run) with the readback awaited instead of blocked on (the browser's
+    /// WebGPU cannot block).
+    pub async fn run_async(
+        &self,
+        backend: &mut dyn Backend,
+        g: &Graph,
+    ) -> Result<Vec<f32>, VisionError> {
+        let (tokens, positions) = self.step_rows();
+        let batch = StepBatch {
+            tokens: &tokens,
+            positions: &positions,
+            seqs: &tokens,
+        };
+        let pending = backend.submit(g, &batch)?;
+        embeddings(pending.wait().await?)
+    }
+
+    /// A step's token ids (unused) and positions: one row per patch.
+    fn step_rows(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.n_patches();
+        (vec![0u32; n], (0..n as u32).collect())
+    }
+}
+
+/// The one output of an encoder step.
+fn embeddings(mut out: Vec<Readback>) -> Result<Vec<f32>, VisionError> {
+    match out.pop() {
+        Some(Readback::F32 { data, .. }) => Ok(data),
+        _ => Err(VisionError::Input(
+            "the backend returned no embeddings".into(),
+        )),
     }
 }
 
