@@ -48,11 +48,7 @@ fn first_difference(got: &ModelFile, want: &ModelFile) -> String {
         }
     }
     if g.tensors.len() != w.tensors.len() {
-        return format!(
-            "got {} tensors, want {}",
-            g.tensors.len(),
-            w.tensors.len()
-        );
+        return format!("got {} tensors, want {}", g.tensors.len(), w.tensors.len());
     }
     "the headers are equal; the padding or layout differs".into()
 }
@@ -98,7 +94,11 @@ fn qwen25vl_mmproj_equals_llama_cpp() {
 
 #[test]
 fn gemma3_mmproj_equals_llama_cpp() {
-    check("gemma3", VisionFamily::Gemma3, "mmproj-gemma3-tiny-f16.gguf");
+    check(
+        "gemma3",
+        VisionFamily::Gemma3,
+        "mmproj-gemma3-tiny-f16.gguf",
+    );
 }
 
 #[test]
@@ -117,7 +117,11 @@ fn f32_output_keeps_the_forced_types() {
         };
         assert_eq!(t.ty, want, "{}", t.name);
     }
-    let ftype = f.gguf.metadata.iter().find(|kv| kv.0 == "general.file_type");
+    let ftype = f
+        .gguf
+        .metadata
+        .iter()
+        .find(|kv| kv.0 == "general.file_type");
     assert_eq!(
         ftype.map(|kv| kv.1.clone()),
         Some(weft_core::gguf::Value::U32(0))

@@ -207,11 +207,12 @@ pub fn tensor_type(
     };
     // MmprojModel: patch embeddings are F16 in an F16 file, else F32.
     let forced = forced.or_else(|| {
-        name.contains(".patch_embd.weight").then_some(if out == GgmlType::F16 {
-            GgmlType::F16
-        } else {
-            GgmlType::F32
-        })
+        name.contains(".patch_embd.weight")
+            .then_some(if out == GgmlType::F16 {
+                GgmlType::F16
+            } else {
+                GgmlType::F32
+            })
     });
     if n_dims <= 1 || name.ends_with("_norm.weight") {
         return GgmlType::F32;
@@ -331,7 +332,10 @@ pub fn clip_metadata(
                 .filter_map(Json::as_u64)
                 .collect();
             let pattern = full.first().ok_or("fullatt_block_indexes is empty")? + 1;
-            if full.windows(2).any(|w| w[1].checked_sub(w[0]) != Some(pattern)) {
+            if full
+                .windows(2)
+                .any(|w| w[1].checked_sub(w[0]) != Some(pattern))
+            {
                 return Err(format!(
                     "fullatt_block_indexes {full:?} are not evenly spaced (every {pattern}th)"
                 ));
@@ -386,11 +390,17 @@ mod tests {
             ])
         );
         assert_eq!(
-            n(VisionFamily::Gemma3, "multi_modal_projector.mm_input_projection_weight"),
+            n(
+                VisionFamily::Gemma3,
+                "multi_modal_projector.mm_input_projection_weight"
+            ),
             Some(vec!["mm.input_projection.weight".to_string()])
         );
         assert_eq!(
-            n(VisionFamily::Gemma3, "vision_tower.vision_model.head.mlp.fc1.weight"),
+            n(
+                VisionFamily::Gemma3,
+                "vision_tower.vision_model.head.mlp.fc1.weight"
+            ),
             None
         );
     }

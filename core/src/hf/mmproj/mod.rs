@@ -81,9 +81,9 @@ pub fn id_to_title(id: &str) -> String {
             let version = w.starts_with(|c: char| c.is_ascii_digit())
                 || (w.starts_with('v')
                     && w.len() > 1
-                    && w[1..].split('.').all(|p| {
-                        !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())
-                    }));
+                    && w[1..]
+                        .split('.')
+                        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())));
             if !lower || version {
                 return w.to_string();
             }
@@ -289,7 +289,10 @@ pub fn convert_mmproj(
             "general.name".into(),
             Value::String(name.map_or_else(|| id_to_title(&folder), str::to_string)),
         ),
-        ("general.size_label".into(), Value::String(size_label(params))),
+        (
+            "general.size_label".into(),
+            Value::String(size_label(params)),
+        ),
         ("general.file_type".into(), Value::U32(file_type)),
     ];
     metadata.extend(clip);
@@ -404,7 +407,10 @@ mod tests {
     fn names_and_sizes_as_gguf_py() {
         assert_eq!(id_to_title("idefics3"), "Idefics3");
         assert_eq!(id_to_title("qwen25vl"), "Qwen25Vl");
-        assert_eq!(id_to_title("SmolVLM-256M-Instruct"), "SmolVLM 256M Instruct");
+        assert_eq!(
+            id_to_title("SmolVLM-256M-Instruct"),
+            "SmolVLM 256M Instruct"
+        );
         assert_eq!(id_to_title("gemma-3-4b-it"), "Gemma 3 4b It");
         assert_eq!(size_label(214_592), "215K");
         assert_eq!(size_label(1_500_000), "1.5M");
