@@ -94,6 +94,11 @@ for fam in $families; do
       ;;
     *) echo "unknown family $fam" >&2; exit 2 ;;
   esac
+  # weft convert's test input: the folder without its text weights, which must convert to the
+  # same mmproj bytes
+  "$py" "$here/convert_fixtures.py" "$hf" "$data/convert/$fam"
+  convert "$data/convert/$fam" --mmproj --outtype f16 --outfile "$work/mmproj-check.gguf"
+  cmp "$work/mmproj-check.gguf" "$mmproj"
   "$work/mtmd_ref" "$text" "$mmproj" "$ref" "$steps" "$prompt" "${image_paths[@]}" \
     >"$ref/mtmd.jsonl" 2>"$ref/mtmd.log" || { tail -20 "$ref/mtmd.log"; exit 1; }
   # the same greedy runs with the text model's flash attention off: a second reference for

@@ -9,6 +9,7 @@
 
 mod config;
 pub mod decoder;
+pub mod mmproj;
 mod weights;
 
 use std::path::{Path, PathBuf};

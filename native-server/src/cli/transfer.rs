@@ -70,7 +70,10 @@ pub struct QuantizeArgs {
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// A Hugging Face folder of a llama (SmolLM), qwen2 or gemma3 model: config.json,
-    /// *.safetensors (or shards with model.safetensors.index.json), tokenizer files.
+    /// *.safetensors (or shards with model.safetensors.index.json), tokenizer files. A
+    /// vision-language folder (Idefics3 / SmolVLM, Qwen2.5-VL, Gemma 3) also gives its
+    /// projector, mmproj-<output stem>.gguf beside the model (F16; F32 or BF16 with those
+    /// types), as llama.cpp's convert_hf_to_gguf.py --mmproj writes it.
     dir: PathBuf,
     /// The result: a .gguf path, or a model name in the store (default: the folder name, in
     /// the store).
@@ -268,5 +271,8 @@ pub fn convert(a: ConvertArgs) -> Result<()> {
         indicatif::HumanBytes(got.bytes),
         got.seconds
     );
+    if let Some(m) = &got.mmproj {
+        println!("vision projector: {}", m.display());
+    }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use weft_core::hf::decoder::{convert, ConvertError, ConvertProgress, DecoderConfig};
+use weft_core::hf::mmproj::{convert_mmproj, mmproj_type, vision_family};
 use weft_core::quantize::{FileType, QuantizeOptions};
 
 use super::{finish, write_error, Cleanup, Store, StoreError};
@@ -33,6 +34,10 @@ pub struct Converted {
     pub path: PathBuf,
     pub r#type: String,
     pub bytes: u64,
+    /// The vision projector written beside the model (`mmproj-<file stem>.gguf`) when the
+    /// folder is a vision-language model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mmproj: Option<PathBuf>,
     pub seconds: f64,
 }
 
@@ -113,6 +118,12 @@ pub fn convert_in_store(
     let file = out.into_inner().map_err(|e| write_error(&tmp, e.error()))?;
     file.sync_all().map_err(|e| write_error(&tmp, &e))?;
     drop(file);
+    // A vision-language folder also gives its projector, beside the model under the name
+    // the registry pairs with it, written before the model so a model never appears alone.
+    let mmproj = match vision_family(&req.path) {
+        Some(_) => Some(write_mmproj(req, &dest, ftype, &folder)?),
+        None => None,
+    };
     finish(&tmp, &dest)?;
     cleanup.keep();
     let bytes = dest.metadata().map(|m| m.len()).unwrap_or(0);
@@ -125,6 +136,37 @@ pub fn convert_in_store(
         path: dest,
         r#type: ftype.name().to_string(),
         bytes,
+        mmproj,
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// Writes `mmproj-<stem of dest>.gguf` beside `dest` (F16 for quantized text types, as
+/// llama.cpp's converter makes projectors F32, F16 or BF16 only).
+fn write_mmproj(
+    req: &ConvertRequest,
+    dest: &Path,
+    ftype: FileType,
+    folder: &str,
+) -> Result<PathBuf, StoreError> {
+    let stem = dest
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "model".into());
+    let path = dest.with_file_name(format!("mmproj-{stem}.gguf"));
+    let tmp = path.with_file_name(format!("mmproj-{stem}.gguf.partial"));
+    let mut cleanup = Cleanup::new(tmp.clone());
+    let file = std::fs::File::create(&tmp).map_err(|e| write_error(&tmp, &e))?;
+    let mut out = BufWriter::with_capacity(4 << 20, file);
+    let name = weft_core::hf::mmproj::id_to_title(folder);
+    convert_mmproj(&req.path, Some(&name), &mut out, mmproj_type(ftype)).map_err(|e| match e {
+        ConvertError::Write { source, .. } => write_error(&tmp, &source),
+        other => StoreError::failed(format!("mmproj: {other}")),
+    })?;
+    let file = out.into_inner().map_err(|e| write_error(&tmp, e.error()))?;
+    file.sync_all().map_err(|e| write_error(&tmp, &e))?;
+    drop(file);
+    finish(&tmp, &path)?;
+    cleanup.keep();
+    Ok(path)
 }

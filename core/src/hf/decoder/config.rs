@@ -15,6 +15,8 @@ pub enum Family {
     /// Llama and its descendants that keep its layout (SmolLM, TinyLlama, Mistral-style).
     Llama,
     Qwen2,
+    /// Qwen2.5-VL's text model: qwen2 with M-RoPE (`rope.dimension_sections`).
+    Qwen2VL,
     Gemma3,
 }
 
@@ -24,22 +26,29 @@ impl Family {
         match self {
             Family::Llama => "llama",
             Family::Qwen2 => "qwen2",
+            Family::Qwen2VL => "qwen2vl",
             Family::Gemma3 => "gemma3",
         }
     }
 
     fn from_config(model_type: &str, archs: &[String]) -> Option<Family> {
         let by_type = match model_type {
-            "llama" | "mistral" => Some(Family::Llama),
+            // Idefics3 / SmolVLM keep a llama under model.text_model.
+            "llama" | "mistral" | "idefics3" | "smolvlm" => Some(Family::Llama),
             "qwen2" => Some(Family::Qwen2),
+            "qwen2_5_vl" => Some(Family::Qwen2VL),
             "gemma3_text" | "gemma3" => Some(Family::Gemma3),
             _ => None,
         };
         by_type.or_else(|| {
             archs.iter().find_map(|a| match a.as_str() {
-                "LlamaForCausalLM" | "MistralForCausalLM" => Some(Family::Llama),
+                "LlamaForCausalLM"
+                | "MistralForCausalLM"
+                | "Idefics3ForConditionalGeneration"
+                | "SmolVLMForConditionalGeneration" => Some(Family::Llama),
                 "Qwen2ForCausalLM" => Some(Family::Qwen2),
-                "Gemma3ForCausalLM" => Some(Family::Gemma3),
+                "Qwen2_5_VLForConditionalGeneration" => Some(Family::Qwen2VL),
+                "Gemma3ForCausalLM" | "Gemma3ForConditionalGeneration" => Some(Family::Gemma3),
                 _ => None,
             })
         })
@@ -79,6 +88,9 @@ pub struct DecoderConfig {
     pub eos_token_id: Option<serde_json::Value>,
     #[serde(skip)]
     pub family: Option<Family>,
+    /// Qwen2.5-VL's M-RoPE sections (`rope_scaling.mrope_section`).
+    #[serde(skip)]
+    pub mrope_section: Vec<usize>,
 }
 
 impl DecoderConfig {
@@ -86,7 +98,8 @@ impl DecoderConfig {
     pub fn read(path: &Path) -> Result<Self, HfError> {
         // The family first, so an unsupported model says so rather than missing a field.
         let raw: serde_json::Value = read_json(path)?;
-        let model_type = raw["model_type"].as_str().unwrap_or_default();
+        let model_type = raw["model_type"].as_str().unwrap_or_default().to_string();
+        let model_type = model_type.as_str();
         let archs: Vec<String> = raw["architectures"]
             .as_array()
             .map(|a| {
@@ -103,6 +116,24 @@ impl DecoderConfig {
                 archs.join(", ")
             ),
         })?;
+        // Vision-language folders keep the text model's fields in text_config; the converter
+        // reads them over the top level (llama.cpp: `{**hparams, **text_config}`).
+        let mut raw = raw;
+        if let Some(text) = raw.get("text_config").and_then(|t| t.as_object()).cloned() {
+            let top = raw
+                .as_object_mut()
+                .expect("a JSON object has a text_config");
+            for (k, v) in text {
+                if k != "architectures" && k != "model_type" && !v.is_null() {
+                    top.insert(k, v);
+                }
+            }
+        }
+        let mrope = raw["rope_scaling"]["mrope_section"].as_array().map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_u64().map(|x| x as usize))
+                .collect::<Vec<_>>()
+        });
         let mut c: DecoderConfig = serde_json::from_value(raw).map_err(|e| HfError::Config {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -112,6 +143,15 @@ impl DecoderConfig {
                 path: path.display().to_string(),
                 message: "hidden_size is not a multiple of num_attention_heads".into(),
             });
+        }
+        if family == Family::Qwen2VL {
+            let sections = mrope
+                .filter(|s| !s.is_empty() && s.len() <= 4)
+                .ok_or_else(|| HfError::Config {
+                    path: path.display().to_string(),
+                    message: "rope_scaling.mrope_section (up to 4 sizes) is missing".into(),
+                })?;
+            c.mrope_section = sections;
         }
         c.family = Some(family);
         Ok(c)
@@ -169,6 +209,13 @@ impl DecoderConfig {
                 m.push((k("rope.dimension_count"), u(self.head_dim())));
             }
             Family::Qwen2 => {}
+            Family::Qwen2VL => {
+                // Four sections, the missing ones 0, as llama.cpp's Qwen2VLModel pads them.
+                let mut s = self.mrope_section.clone();
+                s.resize(4, 0);
+                let v = s.into_iter().map(|x| Value::I32(x as i32)).collect();
+                m.push((k("rope.dimension_sections"), Value::Array(v)));
+            }
             Family::Gemma3 => {
                 m.push((k("attention.key_length"), u(self.head_dim())));
                 m.push((k("attention.value_length"), u(self.head_dim())));

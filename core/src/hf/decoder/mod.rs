@@ -65,7 +65,7 @@ pub fn is_decoder_folder(dir: &Path) -> bool {
 
 /// The safetensors files of the folder: those named by the shard index, else every
 /// `*.safetensors` file, sorted.
-fn shard_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
+pub(crate) fn shard_files(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
     let index = dir.join("model.safetensors.index.json");
     if index.is_file() {
         let j: serde_json::Value = super::config::read_json(&index)?;
@@ -128,7 +128,7 @@ fn to_f32(ty: GgmlType, bytes: &[u8]) -> Vec<u8> {
     f.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn map_shard(path: &Path) -> Result<memmap2::Mmap, HfError> {
+pub(crate) fn map_shard(path: &Path) -> Result<memmap2::Mmap, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
     // SAFETY: read-only map of a file we only read; see gguf::ModelFile::open.
     unsafe { memmap2::Mmap::map(&file) }.map_err(|e| HfError::io(path, e))

@@ -22,6 +22,15 @@ pub enum Transform {
 pub fn map(family: Family, hf: &str, n_head: usize, n_kv: usize) -> Option<(String, Transform)> {
     // Multimodal Gemma 3 checkpoints put the text model under language_model.
     let name = hf.strip_prefix("language_model.").unwrap_or(hf);
+    // Idefics3 / SmolVLM put theirs under model.text_model.
+    let stripped;
+    let name = match name.strip_prefix("model.text_model.") {
+        Some(rest) => {
+            stripped = format!("model.{rest}");
+            stripped.as_str()
+        }
+        None => name,
+    };
     let fixed = match name {
         "model.embed_tokens.weight" => Some("token_embd.weight"),
         "model.norm.weight" => Some("output_norm.weight"),
