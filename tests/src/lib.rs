@@ -2,6 +2,7 @@
 //! `weft serve` binary on a free loopback port, and a minimal HTTP/1.1 client (so tests need
 //! no HTTP crate and can also drop a connection mid-stream).
 
+pub mod browser;
 pub mod hub;
 pub mod postgres;
 

@@ -8,7 +8,7 @@
 //! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh` (CI installs and
 //! runs all three); skips loudly when one is missing, fails under CI.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use weft_core::test_support::{minilm_dir, model_path, reference_dir};
@@ -17,47 +17,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The first missing prerequisite, if any.
-fn missing() -> Option<String> {
-    let root = root();
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !node_ok {
-        return Some("node".into());
-    }
-    for (what, p) in [
-        (
-            "chromium (apt-get install chromium)",
-            PathBuf::from("/usr/bin/chromium"),
-        ),
-        (
-            "playwright-core (npm ci in tests/browser)",
-            root.join("tests/browser/node_modules/playwright-core"),
-        ),
-        (
-            "the browser package (scripts/build-web.sh)",
-            root.join("web/pkg/weft_wasm_bg.wasm"),
-        ),
-    ] {
-        if !Path::new(&p).exists() {
-            return Some(format!("{what}: {}", p.display()));
-        }
-    }
-    None
-}
-
 #[test]
 fn browser_end_to_end() {
     let Some(model) = model_path("smollm2") else {
         return;
     };
-    if let Some(m) = missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("browser test prerequisite missing under CI: {m}");
-        }
-        eprintln!("\n*** SKIPPING the browser test: missing {m} ***\n");
+    if !weft_tests::browser::ready("the browser test", true) {
         return;
     }
     let bin = weft_tests::weft_binary();

@@ -17,41 +17,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn missing() -> Option<String> {
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !node_ok {
-        return Some("node".into());
-    }
-    for (what, p) in [
-        (
-            "chromium (apt-get install chromium)",
-            PathBuf::from("/usr/bin/chromium"),
-        ),
-        (
-            "playwright-core (npm ci in tests/browser)",
-            root().join("tests/browser/node_modules/playwright-core"),
-        ),
-    ] {
-        if !p.exists() {
-            return Some(format!("{what}: {}", p.display()));
-        }
-    }
-    None
-}
-
 #[test]
 fn chat_page_attaches_images_for_a_vision_model() {
     let (Some(gemma), Some(smol)) = (model_path("gemma3"), model_path("smollm2")) else {
         return;
     };
-    if let Some(m) = missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("chat page vision test prerequisite missing under CI: {m}");
-        }
-        eprintln!("\n*** SKIPPING the chat page vision test: missing {m} ***\n");
+    if !weft_tests::browser::ready("the chat page vision test", false) {
         return;
     }
     let data = root().join("tests/data");

@@ -49,37 +49,6 @@ fn data(rel: &str) -> PathBuf {
     root().join("tests/data/vision").join(rel)
 }
 
-/// The first missing prerequisite, if any.
-fn missing() -> Option<String> {
-    let root = root();
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !node_ok {
-        return Some("node".into());
-    }
-    for (what, p) in [
-        (
-            "chromium (apt-get install chromium)",
-            PathBuf::from("/usr/bin/chromium"),
-        ),
-        (
-            "playwright-core (npm ci in tests/browser)",
-            root.join("tests/browser/node_modules/playwright-core"),
-        ),
-        (
-            "the browser package (scripts/build-web.sh)",
-            root.join("web/pkg/weft_wasm_bg.wasm"),
-        ),
-    ] {
-        if !Path::new(&p).exists() {
-            return Some(format!("{what}: {}", p.display()));
-        }
-    }
-    None
-}
-
 /// A native greedy run: per step the token, its raw logit and its margin over the runner-up;
 /// and the prompt's length.
 struct Native {
@@ -165,11 +134,7 @@ fn browser_vision_greedy_equals_native() {
     let Some(model) = test_support::model_path("gemma3") else {
         return;
     };
-    if let Some(m) = missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("browser vision test prerequisite missing under CI: {m}");
-        }
-        eprintln!("\n*** SKIPPING the browser vision test: missing {m} ***\n");
+    if !weft_tests::browser::ready("the browser vision test", true) {
         return;
     }
     let index: serde_json::Value =

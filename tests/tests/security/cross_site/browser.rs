@@ -22,32 +22,6 @@ pub(super) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// What is missing to run Chromium here, if anything.
-pub(super) fn missing() -> Option<String> {
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !node_ok {
-        return Some("node".into());
-    }
-    for (what, p) in [
-        (
-            "chromium (apt-get install chromium)",
-            PathBuf::from("/usr/bin/chromium"),
-        ),
-        (
-            "playwright-core (npm ci in tests/browser)",
-            root().join("tests/browser/node_modules/playwright-core"),
-        ),
-    ] {
-        if !p.exists() {
-            return Some(format!("{what}: {}", p.display()));
-        }
-    }
-    None
-}
-
 /// The attacker's page: fetches a page may send anywhere without asking (no-cors, a
 /// `text/plain` or untyped body), one that needs a preflight (JSON), and two forms.
 fn attack_page(target: &str) -> String {
@@ -110,11 +84,7 @@ fn serve_page(page: String) -> u16 {
 
 #[test]
 fn foreign_page_in_chromium_makes_no_key_and_no_pull() {
-    if let Some(m) = missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("cross-site browser test prerequisite missing under CI: {m}");
-        }
-        eprintln!("\n*** SKIPPING the cross-site browser test: missing {m} ***\n");
+    if !weft_tests::browser::ready("the cross-site browser test", false) {
         return;
     }
     let Some(db) = Db::new(Backend::Sqlite, "cross_site_browser") else {

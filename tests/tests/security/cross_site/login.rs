@@ -207,11 +207,7 @@ on_both!(login_flow, login_flow_sqlite, login_flow_postgres);
 /// The chat page's sign-in dialog in headless Chromium (tests/browser/sign_in.mjs).
 #[test]
 fn chat_page_sign_in_in_chromium() {
-    if let Some(m) = super::browser::missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("sign-in browser test prerequisite missing under CI: {m}");
-        }
-        eprintln!("\n*** SKIPPING the sign-in browser test: missing {m} ***\n");
+    if !weft_tests::browser::ready("the sign-in browser test", false) {
         return;
     }
     let Some(db) = Db::new(crate::harness::Backend::Sqlite, "sign_in_chromium") else {
