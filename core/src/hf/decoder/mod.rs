@@ -111,7 +111,8 @@ struct Planned {
     transform: Transform,
 }
 
-fn float_type(d: ::safetensors::Dtype) -> Option<GgmlType> {
+/// The GGUF type of a safetensors float dtype (the ones both converters copy as they are).
+pub(crate) fn float_type(d: ::safetensors::Dtype) -> Option<GgmlType> {
     use ::safetensors::Dtype;
     match d {
         Dtype::F32 => Some(GgmlType::F32),

@@ -23,7 +23,7 @@ use serde_json::Value as Json;
 
 pub use families::{clip_metadata, map, tensor_type, Mapped, Op, VisionFamily};
 
-use super::decoder::{shard_files, ConvertError};
+use super::decoder::{float_type, shard_files, ConvertError};
 use super::HfError;
 use crate::dtype::GgmlType;
 use crate::gguf::{gguf_header, TensorHeader, Value};
@@ -137,16 +137,6 @@ struct Planned {
     shard: usize,
     hf_name: String,
     op: Op,
-}
-
-fn float_type(d: ::safetensors::Dtype) -> Option<GgmlType> {
-    use ::safetensors::Dtype;
-    match d {
-        Dtype::F32 => Some(GgmlType::F32),
-        Dtype::F16 => Some(GgmlType::F16),
-        Dtype::BF16 => Some(GgmlType::BF16),
-        _ => None,
-    }
 }
 
 fn st_error(path: &Path, e: impl std::fmt::Display) -> HfError {

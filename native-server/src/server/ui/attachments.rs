@@ -122,12 +122,12 @@ fn inline_all(
             .ok_or_else(|| {
                 ApiError::invalid("textFilePaths needs a user message to attach the files to")
             })?;
-        let mut paths = names(last_user.get("textFilePaths"))?;
-        paths.extend(names(Some(&top))?);
+        let mut paths = upload_names("textFilePaths", last_user.get("textFilePaths"))?;
+        paths.extend(upload_names("textFilePaths", Some(&top))?);
         last_user["textFilePaths"] = Value::from(paths);
     }
     for m in messages.iter_mut() {
-        let paths = names(m.get("textFilePaths"))?;
+        let paths = upload_names("textFilePaths", m.get("textFilePaths"))?;
         if paths.is_empty() {
             continue;
         }
@@ -182,9 +182,10 @@ fn inline_all(
     Ok(v)
 }
 
-/// The stored names of a `textFilePaths` value (a list of names, or one name).
-fn names(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let bad = || ApiError::invalid("textFilePaths must be a list of upload names (strings)");
+/// The stored names of a `field` value (`textFilePaths`, `imagePaths`: a list of names, or
+/// one name).
+pub(super) fn upload_names(field: &str, v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let bad = || ApiError::invalid(format!("{field} must be a list of upload names (strings)"));
     match v {
         None | Some(Value::Null) => Ok(vec![]),
         Some(Value::String(s)) => Ok(vec![s.clone()]),

@@ -13,21 +13,8 @@ use serde_json::{json, Value};
 
 use crate::server::common::video::frame_label;
 use crate::server::error::ApiError;
+use crate::server::ui::attachments::upload_names;
 use crate::server::uploads::store::Store;
-
-/// The stored names of an `imagePaths` value (a list of names, or one name).
-fn names(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
-    let bad = || ApiError::invalid("imagePaths must be a list of upload names (strings)");
-    match v {
-        None | Some(Value::Null) => Ok(vec![]),
-        Some(Value::String(s)) => Ok(vec![s.clone()]),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
-            .collect(),
-        Some(_) => Err(bad()),
-    }
-}
 
 /// Moves a top-level `imagePaths` / `isVideo` onto the last user message (as `textFilePaths`
 /// does), then replaces every message's `imagePaths` with image parts.
@@ -47,8 +34,8 @@ pub fn attach(
             .ok_or_else(|| {
                 ApiError::invalid("imagePaths needs a user message to attach the images to")
             })?;
-        let mut paths = names(last_user.get("imagePaths"))?;
-        paths.extend(names(top_paths.as_ref())?);
+        let mut paths = upload_names("imagePaths", last_user.get("imagePaths"))?;
+        paths.extend(upload_names("imagePaths", top_paths.as_ref())?);
         last_user["imagePaths"] = Value::from(paths);
         if top_video {
             last_user["isVideo"] = Value::Bool(true);
@@ -58,7 +45,7 @@ pub fn attach(
         let Some(o) = m.as_object_mut() else {
             continue;
         };
-        let paths = names(o.remove("imagePaths").as_ref())?;
+        let paths = upload_names("imagePaths", o.remove("imagePaths").as_ref())?;
         let video = o.remove("isVideo").and_then(|v| v.as_bool()) == Some(true);
         if paths.is_empty() {
             if video {
