@@ -21,6 +21,13 @@ pub enum Error {
     /// Truncated or malformed data: 400.
     #[error("{0}")]
     Corrupt(String),
+    /// The H.264 encoder or the MP4 writer failed on valid input (a bug, not the caller's
+    /// fault): 500.
+    #[error("{0}")]
+    Encoder(String),
+    /// The caller's progress callback stopped an encode.
+    #[error("video encoding was cancelled")]
+    Cancelled,
     /// Reading a file failed.
     #[error("reading media: {0}")]
     Io(#[from] std::io::Error),

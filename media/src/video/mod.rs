@@ -1,4 +1,6 @@
-//! Video uploads into frames: `sample_frames(bytes, options, limits)`.
+//! Video uploads into frames: `sample_frames(bytes, options, limits)`; and frames into a video:
+//! `encode_mp4(frames, options)` (`encode.rs`: H.264 by OpenH264's encoder, `yuv.rs`: the colour
+//! conversion, `mux.rs`: the MP4 file).
 //!
 //! Reads MP4/MOV (ISO-BMFF) with H.264 video. The container is demuxed with `mp4parse`
 //! (`demux.rs`), H.264 is decoded with OpenH264 built from the `openh264` crate's sources
@@ -20,9 +22,12 @@
 
 mod container;
 mod demux;
+mod encode;
 mod fourcc;
 mod h264;
+mod mux;
 mod sampling;
+mod yuv;
 
 use std::path::Path;
 
@@ -30,6 +35,10 @@ use image::RgbImage;
 
 use crate::Error;
 
+pub use encode::{
+    encode_mp4, encode_mp4_with, EncodeOptions, FrameRate, MAX_FRAMES, MAX_LONG_SIDE,
+    MAX_SHORT_SIDE, MIN_SIDE,
+};
 pub use sampling::pick_times;
 
 /// One sampled frame.
