@@ -41,7 +41,7 @@ fn moving(i: usize, w: u32, h: u32) -> RgbImage {
     let (cx, cy, r) = (20.0 + 5.0 * t, h as f64 / 2.0, h as f64 / 6.0);
     RgbImage::from_fn(w, h, |x, y| {
         if y >= h - h / 8 {
-            let on = ((x + 2 * i as u32) / 8 + y / 8) % 2 == 0;
+            let on = ((x + 2 * i as u32) / 8 + y / 8).is_multiple_of(2);
             return if on {
                 Rgb([220, 220, 220])
             } else {
