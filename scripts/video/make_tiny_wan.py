@@ -19,11 +19,14 @@ usage: make_tiny_wan.py [--out tests/data/video]
 """
 
 import argparse
+import collections
 import html
 import json
+import math
 import os
 import re
 import shutil
+import unicodedata
 
 import numpy as np
 import torch
@@ -40,14 +43,14 @@ from diffusers import (
     WanPipeline,
     WanTransformer3DModel,
 )
-from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import AutoTokenizer, T5TokenizerFast, UMT5Config, UMT5EncoderModel
 
 from scheduler_refs import scheduler_references
 
 # --- the tiny configurations -------------------------------------------------------------------
 
-TOKENIZER_VOCAB = 512  # an upper bound: the trainer stops at what the corpus supports (191)
+TOKENIZER_VOCAB = 512  # an upper bound on the pieces build_tokenizer collects
 UMT5 = dict(
     d_model=40,
     d_kv=8,
@@ -133,17 +136,30 @@ def seed(n):
 
 
 def build_tokenizer(folder):
-    tok = tokenizers.Tokenizer(models.Unigram())
+    """A Unigram model built, not trained, from CORPUS (tokenizers' trainer gives slightly
+    different scores and piece order from run to run): every word as a `▁word` piece, every
+    character, and a few suffixes, each scored log(count / total). Words absent from the corpus
+    (e.g. lowercase "blurry") split into suffixes and characters."""
+    counts = collections.Counter()
+    for line in CORPUS:
+        text = unicodedata.normalize("NFKC", line)
+        for word in re.findall(r"\w+", text):
+            counts["▁" + word] += 1
+            for suffix in ("ing", "ed", "ly", "er", "s"):
+                if word.endswith(suffix) and len(word) > len(suffix) + 2:
+                    counts[suffix] += 1
+        for ch in text.replace(" ", "▁"):
+            counts[ch] += 1
+        counts["▁"] += 1
+    total = sum(counts.values())
+    pieces = sorted(((p, round(math.log(c / total), 6)) for p, c in counts.items()), key=lambda ps: (-ps[1], ps[0]))
+    assert len(pieces) + 3 <= TOKENIZER_VOCAB
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)] + pieces
+    tok = tokenizers.Tokenizer(models.Unigram(vocab, unk_id=2, byte_fallback=False))
+    tok.add_special_tokens(["<pad>", "</s>", "<unk>"])
     tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
-        vocab_size=TOKENIZER_VOCAB,
-        special_tokens=["<pad>", "</s>", "<unk>"],
-        unk_token="<unk>",
-        max_piece_length=8,
-    )
-    tok.train_from_iterator(CORPUS, trainer=trainer)
     tok.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))]
     )
