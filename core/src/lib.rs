@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod chat;
+pub mod diffusion;
 pub mod dtype;
 pub mod embed;
 pub mod engine;

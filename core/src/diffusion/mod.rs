@@ -1,0 +1,18 @@
+//! The plain-Rust parts of diffusion generation: noise schedulers and classifier-free guidance.
+//!
+//! The networks (the Wan DiT, its UMT5 text encoder, the video VAE) are graphs on the backend
+//! trait like the text models; what runs between two network calls — combining the
+//! conditional and unconditional predictions, choosing the expert of a two-expert model, and
+//! stepping the latents — is ordinary arithmetic on f32 slices and lives here. Each piece
+//! follows diffusers' implementation (the reference the tests compare with, see
+//! `tests/data/video/README.md`) down to the f32 rounding of its scalar algebra, so a run can
+//! be checked against diffusers step by step.
+
+pub mod guidance;
+pub mod scheduler;
+
+pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
+pub use scheduler::{
+    FlowMatchEuler, FlowMatchEulerConfig, NoiseScheduler, SchedulerError, SchedulerSpec, UniPc,
+    UniPcConfig,
+};
