@@ -1,4 +1,5 @@
-//! The plain-Rust parts of diffusion generation: noise schedulers and classifier-free guidance.
+//! The plain-Rust parts of diffusion generation: noise schedulers, classifier-free guidance and,
+//! until the graph has a relative-position-bias attention op, Wan's UMT5 text encoder.
 //!
 //! The networks (the Wan DiT, its UMT5 text encoder, the video VAE) are graphs on the backend
 //! trait like the text models; what runs between two network calls — combining the
@@ -10,9 +11,12 @@
 
 pub mod guidance;
 pub mod scheduler;
+pub mod umt5;
+mod umt5_buckets;
 
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
 pub use scheduler::{
     FlowMatchEuler, FlowMatchEulerConfig, NoiseScheduler, SchedulerError, SchedulerSpec, UniPc,
     UniPcConfig,
 };
+pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
