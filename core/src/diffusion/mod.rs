@@ -13,6 +13,8 @@ pub mod guidance;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
+pub mod wan_vae;
+mod wan_vae_blocks;
 
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
 pub use scheduler::{
@@ -20,3 +22,5 @@ pub use scheduler::{
     UniPcConfig,
 };
 pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
+pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
+pub use wan_vae_blocks::Clip;
