@@ -13,6 +13,8 @@ pub mod guidance;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
+pub mod wan_dit;
+mod wan_rope;
 
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
 pub use scheduler::{
