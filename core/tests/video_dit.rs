@@ -3,14 +3,15 @@
 //!
 //! Per step: the transformer is fed what diffusers' pipeline fed it (the latents before the
 //! step, recorded by the reference, the step's timestep and the recorded prompt / negative
-//! prompt encodings) and must give the recorded cond / uncond outputs. End to end: the DiT,
-//! guidance and the UniPC scheduler from the initial noise give the pipeline's final latents.
+//! prompt encodings) and must give the recorded cond / uncond outputs. End to end (t2v and i2v):
+//! the DiT, guidance, the expert switch and the UniPC scheduler from the initial noise give
+//! the pipeline's latents after every step.
 
 mod video_files;
 
 use video_files::{max_abs_diff, relative_error, Run};
 use weft_core::diffusion::wan_dit::WanDit;
-use weft_core::diffusion::{classifier_free_guidance, NoiseScheduler, SchedulerSpec};
+use weft_core::diffusion::{classifier_free_guidance, Expert, ExpertSwitch, SchedulerSpec};
 
 /// The bound on one transformer evaluation.
 const STEP_TOLERANCE: f64 = 1e-4;
@@ -67,12 +68,7 @@ fn t2v_steps_match_diffusers() {
 fn i2v_steps_match_diffusers() {
     // The i2v transformers take 36 channels: the noisy latents, then the 4 mask and 16
     // encoded-image channels, which stay what they were at step 0.
-    let run = Run::open("i2v-unipc");
-    let first = run.tensor("transformer_input_step0");
-    let noise = run.tensor("noise").data;
-    assert_eq!(first.shape[1], 36);
-    assert_eq!(first.data[..noise.len()], noise[..], "step 0 input starts with the noise");
-    let condition = first.data[noise.len()..].to_vec();
+    let condition = i2v_condition();
     let worst = check_steps("i2v-unipc", |latents| {
         let mut x = latents.to_vec();
         x.extend_from_slice(&condition);
@@ -81,10 +77,14 @@ fn i2v_steps_match_diffusers() {
     eprintln!("i2v-unipc: worst relative error {worst:.3e}");
 }
 
-#[test]
-fn t2v_pipeline_end_to_end() {
-    let run = Run::open("t2v-unipc");
-    let dit = load("tiny-wan/t2v/transformer");
+/// Runs the whole denoising loop of run `name` from its noise: the DiT (the expert
+/// `ExpertSwitch` picks, its guidance scale), guidance and the run's scheduler; `condition`
+/// is appended to the latents as the transformer's extra input channels (i2v).
+fn check_end_to_end(name: &str, condition: &[f32]) {
+    let run = Run::open(name);
+    let mode = &name[..3];
+    let high = load(&format!("tiny-wan/{mode}/transformer"));
+    let low = (mode == "i2v").then(|| load(&format!("tiny-wan/{mode}/transformer_2")));
     let prompt = run.tensor("prompt_embeds").data;
     let negative = run.tensor("negative_prompt_embeds").data;
     let noise = run.tensor("noise");
@@ -95,23 +95,75 @@ fn t2v_pipeline_end_to_end() {
         .unwrap()
         .build(steps.len())
         .unwrap();
-    let cfg = run.manifest["guidance_scale"].as_f64().unwrap() as f32;
+    let switch = ExpertSwitch {
+        boundary_ratio: run.manifest["boundary_ratio"].as_f64(),
+        num_train_timesteps: 1000,
+    };
+    let cfg_high = run.manifest["guidance_scale"].as_f64().unwrap() as f32;
+    let cfg_low = run.manifest["guidance_scale_2"]
+        .as_f64()
+        .map_or(cfg_high, |g| g as f32);
     let mut latents = noise.data.clone();
     for (i, step) in steps.iter().enumerate() {
         let t = sched.timesteps()[i];
-        let mut cond = dit.forward(&latents, grid(&noise.shape), t, &prompt).unwrap();
-        let uncond = dit
-            .forward(&latents, grid(&noise.shape), t, &negative)
-            .unwrap();
+        let (dit, cfg) = match switch.expert(t) {
+            Expert::High => (&high, cfg_high),
+            Expert::Low => (low.as_ref().unwrap_or(&high), cfg_low),
+        };
+        let mut x = latents.clone();
+        x.extend_from_slice(condition);
+        let mut cond = dit.forward(&x, grid(&noise.shape), t, &prompt).unwrap();
+        let uncond = dit.forward(&x, grid(&noise.shape), t, &negative).unwrap();
         classifier_free_guidance(&mut cond, &uncond, cfg).unwrap();
         sched.step(&cond, &mut latents).unwrap();
         let want = run.tensor(step["latents"].as_str().unwrap()).data;
         let rel = relative_error(&latents, &want);
-        eprintln!("t2v-unipc end to end, after step {i}: relative error {rel:.3e}");
-        assert!(rel <= END_TO_END_TOLERANCE, "step {i}: {rel:e}");
+        eprintln!("{name} end to end, after step {i}: relative error {rel:.3e}");
+        assert!(rel <= END_TO_END_TOLERANCE, "{name} step {i}: {rel:e}");
     }
     // The run moved the latents away from the noise (a do-nothing model would not pass).
     assert!(relative_error(&latents, &noise.data) > 0.1);
+}
+
+/// The i2v transformers' extra input channels (mask, encoded image), recorded at step 0.
+fn i2v_condition() -> Vec<f32> {
+    let run = Run::open("i2v-unipc");
+    let first = run.tensor("transformer_input_step0");
+    let noise = run.tensor("noise").data;
+    assert_eq!(first.shape[1], 36);
+    assert_eq!(
+        first.data[..noise.len()],
+        noise[..],
+        "step 0 input starts with the noise"
+    );
+    first.data[noise.len()..].to_vec()
+}
+
+#[test]
+fn t2v_pipeline_end_to_end() {
+    check_end_to_end("t2v-unipc", &[]);
+}
+
+#[test]
+fn i2v_pipeline_end_to_end() {
+    check_end_to_end("i2v-unipc", &i2v_condition());
+}
+
+#[test]
+fn the_experts_differ() {
+    // Each i2v step is checked with the expert the manifest names; the other one is far off,
+    // so the per-step test tells them apart.
+    let run = Run::open("i2v-unipc");
+    let noise = run.tensor("noise");
+    let mut x = run.tensor("step1_latents").data;
+    x.extend_from_slice(&i2v_condition());
+    let prompt = run.tensor("prompt_embeds").data;
+    let want = run.tensor("step2_cond").data;
+    let wrong = load("tiny-wan/i2v/transformer");
+    let ours = wrong
+        .forward(&x, grid(&noise.shape), 833.0, &prompt)
+        .unwrap();
+    assert!(relative_error(&ours, &want) > 1e-2);
 }
 
 #[test]
@@ -139,7 +191,12 @@ fn bad_input_is_an_error() {
     // Wrong length, odd size (the patch is 1 x 2 x 2), ragged text, no text, NaN timestep.
     assert!(dit.forward(&latents[1..], [2, 6, 8], 1.0, &text).is_err());
     assert!(dit
-        .forward(&vec![0f32; c.in_channels * 2 * 5 * 8], [2, 5, 8], 1.0, &text)
+        .forward(
+            &vec![0f32; c.in_channels * 2 * 5 * 8],
+            [2, 5, 8],
+            1.0,
+            &text
+        )
         .is_err());
     assert!(dit.forward(&latents, [2, 6, 8], 1.0, &text[1..]).is_err());
     assert!(dit.forward(&latents, [2, 6, 8], 1.0, &[]).is_err());

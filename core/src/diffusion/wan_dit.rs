@@ -369,7 +369,7 @@ impl WanDit {
                 c.in_channels
             )));
         }
-        if frames % pt != 0 || height % ph != 0 || width % pw != 0 {
+        if !(frames.is_multiple_of(pt) && height.is_multiple_of(ph) && width.is_multiple_of(pw)) {
             return Err(WanDitError::Input(format!(
                 "latent size {frames} x {height} x {width} is not a multiple of the patch \
                  {pt} x {ph} x {pw}"
@@ -382,7 +382,7 @@ impl WanDit {
                 c.rope_max_seq_len
             )));
         }
-        if text.is_empty() || text.len() % c.text_dim != 0 {
+        if text.is_empty() || !text.len().is_multiple_of(c.text_dim) {
             return Err(WanDitError::Input(format!(
                 "text encoding has {} values, not a positive multiple of text_dim {}",
                 text.len(),
@@ -390,10 +390,14 @@ impl WanDit {
             )));
         }
         if !timestep.is_finite() {
-            return Err(WanDitError::Input(format!("timestep {timestep} is not finite")));
+            return Err(WanDitError::Input(format!(
+                "timestep {timestep} is not finite"
+            )));
         }
 
-        let mut x = self.patch.apply(&self.patchify(latents, [frames, height, width]));
+        let mut x = self
+            .patch
+            .apply(&self.patchify(latents, [frames, height, width]));
 
         // Conditioning: temb for the output norm, its projection for the blocks.
         let mut h = self.time_1.apply(&timestep_sinusoid(timestep, c.freq_dim));
@@ -587,7 +591,10 @@ fn modulate(x: &mut [f32], scale: &[f32], shift: &[f32]) {
 
 /// `x += y * gate` on every row.
 fn add_gated(x: &mut [f32], y: &[f32], gate: &[f32]) {
-    for (xr, yr) in x.chunks_exact_mut(gate.len()).zip(y.chunks_exact(gate.len())) {
+    for (xr, yr) in x
+        .chunks_exact_mut(gate.len())
+        .zip(y.chunks_exact(gate.len()))
+    {
         for ((a, &b), &g) in xr.iter_mut().zip(yr).zip(gate) {
             *a += b * g;
         }
