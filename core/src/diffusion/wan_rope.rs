@@ -117,7 +117,7 @@ mod tests {
         // head_dim 6: one pair per axis (t 2, h 2, w 2), frequency 1 each.
         let rope = Rope::new(6, [2, 2, 3]);
         // Token (1, 0, 2): frame 1, row 0, column 2.
-        let token = 3 + 2;
+        let token = 2 * 3 + 2;
         let mut x = vec![0f32; 12 * 6];
         x[token * 6..token * 6 + 6].copy_from_slice(&[1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
         rope.apply(&mut x);
