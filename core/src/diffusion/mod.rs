@@ -15,6 +15,8 @@ pub mod umt5;
 mod umt5_buckets;
 pub mod wan_vae;
 mod wan_vae_blocks;
+pub mod wan_dit;
+mod wan_rope;
 
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
 pub use scheduler::{

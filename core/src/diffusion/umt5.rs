@@ -328,7 +328,7 @@ pub fn zero_padding_rows(encoded: &mut [f32], mask: &[u8], d_model: usize) {
 }
 
 /// `x W^T` for `n` rows of `k` values and a `[m, k]` weight.
-fn linear(x: &[f32], w: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
+pub(super) fn linear(x: &[f32], w: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
     let mut out = vec![0f32; n * m];
     for (row, o) in x.chunks_exact(k).zip(out.chunks_exact_mut(m)) {
         for (oj, wj) in o.iter_mut().zip(w.chunks_exact(k)) {
@@ -349,7 +349,7 @@ fn rms_norm(x: &[f32], weight: &[f32], d: usize, eps: f32) -> Vec<f32> {
     out
 }
 
-fn softmax_in_place(s: &mut [f32]) {
+pub(super) fn softmax_in_place(s: &mut [f32]) {
     let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0f32;
     for v in s.iter_mut() {
@@ -362,12 +362,12 @@ fn softmax_in_place(s: &mut [f32]) {
 }
 
 /// transformers' `gelu_new`: the tanh approximation of GELU.
-fn gelu_tanh(x: f32) -> f32 {
+pub(super) fn gelu_tanh(x: f32) -> f32 {
     let c = (2.0f64 / std::f64::consts::PI).sqrt() as f32;
     0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
 }
 
-fn add_in_place(x: &mut [f32], y: &[f32]) {
+pub(super) fn add_in_place(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
     }

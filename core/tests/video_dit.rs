@@ -1,0 +1,206 @@
+//! Wan's DiT (`WanTransformer3DModel`) against diffusers on the tiny Wan models
+//! (tests/data/video, made by scripts/video/make_tiny_wan.py).
+//!
+//! Per step: the transformer is fed what diffusers' pipeline fed it (the latents before the
+//! step, recorded by the reference, the step's timestep and the recorded prompt / negative
+//! prompt encodings) and must give the recorded cond / uncond outputs. End to end (t2v and i2v):
+//! the DiT, guidance, the expert switch and the UniPC scheduler from the initial noise give
+//! the pipeline's latents after every step.
+
+mod video_files;
+
+use video_files::{max_abs_diff, relative_error, Run};
+use weft_core::diffusion::wan_dit::WanDit;
+use weft_core::diffusion::{classifier_free_guidance, Expert, ExpertSwitch, SchedulerSpec};
+
+/// The issue's bound on one transformer evaluation.
+const STEP_TOLERANCE: f64 = 1e-4;
+/// The issue's bound on the pipeline's final latents.
+const END_TO_END_TOLERANCE: f64 = 1e-3;
+
+fn load(folder: &str) -> WanDit {
+    WanDit::load(&video_files::data(folder)).unwrap_or_else(|e| panic!("{folder}: {e}"))
+}
+
+/// `[frames, height, width]` of a `[1, C, T, H, W]` tensor.
+fn grid(shape: &[usize]) -> [usize; 3] {
+    [shape[2], shape[3], shape[4]]
+}
+
+/// Checks every step's cond / uncond outputs of run `name`; `input` makes the transformer's
+/// input from the latents before the step. Returns the worst relative error.
+fn check_steps(name: &str, input: impl Fn(&[f32]) -> Vec<f32>) -> f64 {
+    let run = Run::open(name);
+    let prompt = run.tensor("prompt_embeds").data;
+    let negative = run.tensor("negative_prompt_embeds").data;
+    let noise = run.tensor("noise");
+    let mut latents = noise.data.clone();
+    let mut worst = 0f64;
+    for (i, step) in run.steps().iter().enumerate() {
+        let expert = step["expert"].as_str().unwrap();
+        let dit = load(&format!("tiny-wan/{}/{expert}", &name[..3]));
+        let t = step["transformer_timestep"].as_f64().unwrap() as f32;
+        let x = input(&latents);
+        for (key, text) in [("cond", &prompt), ("uncond", &negative)] {
+            let want = run.tensor(step[key].as_str().unwrap()).data;
+            let ours = dit.forward(&x, grid(&noise.shape), t, text).unwrap();
+            let rel = relative_error(&ours, &want);
+            let abs = max_abs_diff(&ours, &want);
+            eprintln!(
+                "{name} step {i} ({expert}, t = {t}) {key}: relative error {rel:.3e}, \
+                 max |diff| {abs:.3e}"
+            );
+            assert!(rel <= STEP_TOLERANCE, "{name} step {i} {key}: {rel:e}");
+            worst = worst.max(rel);
+        }
+        latents = run.tensor(step["latents"].as_str().unwrap()).data;
+    }
+    worst
+}
+
+#[test]
+fn t2v_steps_match_diffusers() {
+    let worst = check_steps("t2v-unipc", |latents| latents.to_vec());
+    eprintln!("t2v-unipc: worst relative error {worst:.3e}");
+}
+
+#[test]
+fn i2v_steps_match_diffusers() {
+    // The i2v transformers take 36 channels: the noisy latents, then the 4 mask and 16
+    // encoded-image channels, which stay what they were at step 0.
+    let condition = i2v_condition();
+    let worst = check_steps("i2v-unipc", |latents| {
+        let mut x = latents.to_vec();
+        x.extend_from_slice(&condition);
+        x
+    });
+    eprintln!("i2v-unipc: worst relative error {worst:.3e}");
+}
+
+/// Runs the whole denoising loop of run `name` from its noise: the DiT (the expert
+/// `ExpertSwitch` picks, its guidance scale), guidance and the run's scheduler; `condition`
+/// is appended to the latents as the transformer's extra input channels (i2v).
+fn check_end_to_end(name: &str, condition: &[f32]) {
+    let run = Run::open(name);
+    let mode = &name[..3];
+    let high = load(&format!("tiny-wan/{mode}/transformer"));
+    let low = (mode == "i2v").then(|| load(&format!("tiny-wan/{mode}/transformer_2")));
+    let prompt = run.tensor("prompt_embeds").data;
+    let negative = run.tensor("negative_prompt_embeds").data;
+    let noise = run.tensor("noise");
+    let mut config = run.manifest["scheduler"]["config"].clone();
+    config["_class_name"] = run.manifest["scheduler"]["class"].clone();
+    let steps = run.steps();
+    let mut sched = SchedulerSpec::from_diffusers_config(&config)
+        .unwrap()
+        .build(steps.len())
+        .unwrap();
+    let switch = ExpertSwitch {
+        boundary_ratio: run.manifest["boundary_ratio"].as_f64(),
+        num_train_timesteps: 1000,
+    };
+    let cfg_high = run.manifest["guidance_scale"].as_f64().unwrap() as f32;
+    let cfg_low = run.manifest["guidance_scale_2"]
+        .as_f64()
+        .map_or(cfg_high, |g| g as f32);
+    let mut latents = noise.data.clone();
+    for (i, step) in steps.iter().enumerate() {
+        let t = sched.timesteps()[i];
+        let (dit, cfg) = match switch.expert(t) {
+            Expert::High => (&high, cfg_high),
+            Expert::Low => (low.as_ref().unwrap_or(&high), cfg_low),
+        };
+        let mut x = latents.clone();
+        x.extend_from_slice(condition);
+        let mut cond = dit.forward(&x, grid(&noise.shape), t, &prompt).unwrap();
+        let uncond = dit.forward(&x, grid(&noise.shape), t, &negative).unwrap();
+        classifier_free_guidance(&mut cond, &uncond, cfg).unwrap();
+        sched.step(&cond, &mut latents).unwrap();
+        let want = run.tensor(step["latents"].as_str().unwrap()).data;
+        let rel = relative_error(&latents, &want);
+        eprintln!("{name} end to end, after step {i}: relative error {rel:.3e}");
+        assert!(rel <= END_TO_END_TOLERANCE, "{name} step {i}: {rel:e}");
+    }
+    // The run moved the latents away from the noise (a do-nothing model would not pass).
+    assert!(relative_error(&latents, &noise.data) > 0.1);
+}
+
+/// The i2v transformers' extra input channels (mask, encoded image), recorded at step 0.
+fn i2v_condition() -> Vec<f32> {
+    let run = Run::open("i2v-unipc");
+    let first = run.tensor("transformer_input_step0");
+    let noise = run.tensor("noise").data;
+    assert_eq!(first.shape[1], 36);
+    assert_eq!(
+        first.data[..noise.len()],
+        noise[..],
+        "step 0 input starts with the noise"
+    );
+    first.data[noise.len()..].to_vec()
+}
+
+#[test]
+fn t2v_pipeline_end_to_end() {
+    check_end_to_end("t2v-unipc", &[]);
+}
+
+#[test]
+fn i2v_pipeline_end_to_end() {
+    check_end_to_end("i2v-unipc", &i2v_condition());
+}
+
+#[test]
+fn the_experts_differ() {
+    // Each i2v step is checked with the expert the manifest names; the other one is far off,
+    // so the per-step test tells them apart.
+    let run = Run::open("i2v-unipc");
+    let noise = run.tensor("noise");
+    let mut x = run.tensor("step1_latents").data;
+    x.extend_from_slice(&i2v_condition());
+    let prompt = run.tensor("prompt_embeds").data;
+    let want = run.tensor("step2_cond").data;
+    let wrong = load("tiny-wan/i2v/transformer");
+    let ours = wrong
+        .forward(&x, grid(&noise.shape), 833.0, &prompt)
+        .unwrap();
+    assert!(relative_error(&ours, &want) > 1e-2);
+}
+
+#[test]
+fn the_prediction_depends_on_text_and_timestep() {
+    let run = Run::open("t2v-unipc");
+    let dit = load("tiny-wan/t2v/transformer");
+    let noise = run.tensor("noise");
+    let prompt = run.tensor("prompt_embeds").data;
+    let negative = run.tensor("negative_prompt_embeds").data;
+    let g = grid(&noise.shape);
+    let a = dit.forward(&noise.data, g, 999.0, &prompt).unwrap();
+    let b = dit.forward(&noise.data, g, 999.0, &negative).unwrap();
+    let c = dit.forward(&noise.data, g, 500.0, &prompt).unwrap();
+    assert!(relative_error(&a, &b) > 1e-3);
+    assert!(relative_error(&a, &c) > 1e-3);
+}
+
+#[test]
+fn bad_input_is_an_error() {
+    let dit = load("tiny-wan/t2v/transformer");
+    let c = &dit.config;
+    let text = vec![0f32; 3 * c.text_dim];
+    let latents = vec![0f32; c.in_channels * 2 * 6 * 8];
+    assert!(dit.forward(&latents, [2, 6, 8], 1.0, &text).is_ok());
+    // Wrong length, odd size (the patch is 1 x 2 x 2), ragged text, no text, NaN timestep.
+    assert!(dit.forward(&latents[1..], [2, 6, 8], 1.0, &text).is_err());
+    assert!(dit
+        .forward(
+            &vec![0f32; c.in_channels * 2 * 5 * 8],
+            [2, 5, 8],
+            1.0,
+            &text
+        )
+        .is_err());
+    assert!(dit.forward(&latents, [2, 6, 8], 1.0, &text[1..]).is_err());
+    assert!(dit.forward(&latents, [2, 6, 8], 1.0, &[]).is_err());
+    assert!(dit.forward(&latents, [2, 6, 8], f32::NAN, &text).is_err());
+    // Not a transformer folder.
+    assert!(WanDit::load(&video_files::data("tiny-wan/t2v/vae")).is_err());
+}
