@@ -9,15 +9,17 @@
 //! `tests/data/video/README.md`) down to the f32 rounding of its scalar algebra, so a run can
 //! be checked against diffusers step by step.
 
+mod files;
 pub mod guidance;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
-pub mod wan_vae;
-mod wan_vae_blocks;
 pub mod wan_dit;
 mod wan_rope;
+pub mod wan_vae;
+mod wan_vae_blocks;
 
+pub use files::ModelFileError;
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
 pub use scheduler::{
     FlowMatchEuler, FlowMatchEulerConfig, NoiseScheduler, SchedulerError, SchedulerSpec, UniPc,

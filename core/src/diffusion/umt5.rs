@@ -16,22 +16,12 @@
 
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
+use super::files::{read_config, ModelFileError, WeightFile};
 
 use super::umt5_buckets::relative_position_bucket;
 
-/// What can go wrong loading or running the encoder.
-#[derive(Debug, thiserror::Error)]
-pub enum Umt5Error {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    #[error("{path}: {message}")]
-    Config { path: String, message: String },
-    #[error("{path}: {message}")]
-    Weights { path: String, message: String },
-    #[error("{0}")]
-    Input(String),
-}
+/// What can go wrong loading or running it (the error of every diffusion component).
+pub type Umt5Error = ModelFileError;
 
 /// The hyper-parameters the encoder needs, from the folder's config.json.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,12 +45,7 @@ impl Umt5Config {
             path: path.display().to_string(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| Umt5Error::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let v = read_config(path)?;
         let int = |key: &str| -> Result<usize, Umt5Error> {
             v[key]
                 .as_u64()
@@ -132,67 +117,13 @@ pub struct Umt5Encoder {
     final_norm: Vec<f32>,
 }
 
-/// The safetensors file's tensors, widened to f32 and checked against the shapes the config
-/// implies.
-struct Weights<'a> {
-    file: SafeTensors<'a>,
-    path: &'a Path,
-}
-
-impl Weights<'_> {
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, Umt5Error> {
-        let bad = |message: String| Umt5Error::Weights {
-            path: self.path.display().to_string(),
-            message,
-        };
-        let t = self
-            .file
-            .tensor(name)
-            .map_err(|_| bad(format!("tensor {name} is missing")))?;
-        if t.shape() != shape {
-            return Err(bad(format!(
-                "tensor {name} has shape {:?}, the config implies {shape:?}",
-                t.shape()
-            )));
-        }
-        let bytes = t.data();
-        let out = match t.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(bad(format!(
-                    "tensor {name} is {other:?}; only F32, F16 and BF16 are supported"
-                )))
-            }
-        };
-        Ok(out)
-    }
-}
-
 impl Umt5Encoder {
     /// Loads `dir` (a diffusers `text_encoder/` folder: config.json and model.safetensors).
     pub fn load(dir: &Path) -> Result<Self, Umt5Error> {
         let config = Umt5Config::from_json(&dir.join("config.json"))?;
         let path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&path).map_err(|e| Umt5Error::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let file = SafeTensors::deserialize(&bytes).map_err(|e| Umt5Error::Weights {
-            path: path.display().to_string(),
-            message: format!("not a valid safetensors file: {e}"),
-        })?;
-        let w = Weights { file, path: &path };
+        let file = WeightFile::read(&path)?;
+        let w = file.tensors()?;
         let (d, inner, ff) = (config.d_model, config.inner(), config.d_ff);
         let embed = w.get("shared.weight", &[config.vocab_size, d])?;
         let mut blocks = Vec::with_capacity(config.num_layers);

@@ -17,23 +17,13 @@
 
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
+use super::files::{read_config, ModelFileError, WeightFile, Weights};
 
 use super::umt5::{add_in_place, gelu_tanh, linear, softmax_in_place};
 use super::wan_rope::{timestep_sinusoid, Rope};
 
-/// What can go wrong loading or running the transformer.
-#[derive(Debug, thiserror::Error)]
-pub enum WanDitError {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    #[error("{path}: {message}")]
-    Config { path: String, message: String },
-    #[error("{path}: {message}")]
-    Weights { path: String, message: String },
-    #[error("{0}")]
-    Input(String),
-}
+/// What can go wrong loading or running it (the error of every diffusion component).
+pub type WanDitError = ModelFileError;
 
 /// The hyper-parameters of the transformer, from the folder's config.json.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,12 +53,7 @@ impl WanDitConfig {
             path: path.display().to_string(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| WanDitError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let v = read_config(path)?;
         if let Some(class) = v["_class_name"].as_str() {
             if class != "WanTransformer3DModel" {
                 return Err(bad(format!(
@@ -213,51 +198,7 @@ pub struct WanDit {
     proj_out: Linear,
 }
 
-/// The safetensors file's tensors, widened to f32 and checked against the shapes the config
-/// implies.
-struct Weights<'a> {
-    file: SafeTensors<'a>,
-    path: &'a Path,
-}
-
 impl Weights<'_> {
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, WanDitError> {
-        let bad = |message: String| WanDitError::Weights {
-            path: self.path.display().to_string(),
-            message,
-        };
-        let t = self
-            .file
-            .tensor(name)
-            .map_err(|_| bad(format!("tensor {name} is missing")))?;
-        if t.shape() != shape {
-            return Err(bad(format!(
-                "tensor {name} has shape {:?}, the config implies {shape:?}",
-                t.shape()
-            )));
-        }
-        let bytes = t.data();
-        Ok(match t.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(bad(format!(
-                    "tensor {name} is {other:?}; only F32, F16 and BF16 are supported"
-                )))
-            }
-        })
-    }
-
     /// `name.weight` of shape `weight_shape` (its product over the rest is the input width)
     /// and `name.bias` of `n_out` values.
     fn linear_shaped(&self, name: &str, weight_shape: &[usize]) -> Result<Linear, WanDitError> {
@@ -293,15 +234,8 @@ impl WanDit {
     pub fn load(dir: &Path) -> Result<Self, WanDitError> {
         let config = WanDitConfig::from_json(&dir.join("config.json"))?;
         let path = dir.join("diffusion_pytorch_model.safetensors");
-        let bytes = std::fs::read(&path).map_err(|e| WanDitError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let file = SafeTensors::deserialize(&bytes).map_err(|e| WanDitError::Weights {
-            path: path.display().to_string(),
-            message: format!("not a valid safetensors file: {e}"),
-        })?;
-        let w = Weights { file, path: &path };
+        let file = WeightFile::read(&path)?;
+        let w = file.tensors()?;
         let c = &config;
         let dim = c.dim();
         let [pt, ph, pw] = c.patch_size;

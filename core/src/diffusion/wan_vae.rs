@@ -10,25 +10,15 @@
 
 use std::path::Path;
 
-use safetensors::{Dtype, SafeTensors};
+use super::files::{read_config, ModelFileError, WeightFile, Weights};
 
 use super::wan_vae_blocks::{
     downsample2d, rms_norm, silu, time_downsample, time_upsample, upsample2d, Attention, Clip,
     Conv, Geometry, MidBlock, ResBlock,
 };
 
-/// What can go wrong loading or running the VAE.
-#[derive(Debug, thiserror::Error)]
-pub enum WanVaeError {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    #[error("{path}: {message}")]
-    Config { path: String, message: String },
-    #[error("{path}: {message}")]
-    Weights { path: String, message: String },
-    #[error("{0}")]
-    Input(String),
-}
+/// What can go wrong loading or running it (the error of every diffusion component).
+pub type WanVaeError = ModelFileError;
 
 /// The settings of a Wan 2.1 VAE config.json this implementation follows.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,12 +43,7 @@ impl WanVaeConfig {
             path: path.display().to_string(),
             message,
         };
-        let text = std::fs::read_to_string(path).map_err(|e| WanVaeError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let v = read_config(path)?;
         if let Some(class) = v["_class_name"].as_str() {
             if class != "AutoencoderKLWan" {
                 return Err(bad(format!(
@@ -226,50 +211,7 @@ pub struct WanVae {
     decoder: Stack,
 }
 
-/// The safetensors file's tensors, widened to f32 and checked against the config's shapes.
-struct Weights<'a> {
-    file: SafeTensors<'a>,
-    path: &'a Path,
-}
-
 impl Weights<'_> {
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, WanVaeError> {
-        let bad = |message: String| WanVaeError::Weights {
-            path: self.path.display().to_string(),
-            message,
-        };
-        let t = self
-            .file
-            .tensor(name)
-            .map_err(|_| bad(format!("tensor {name} is missing")))?;
-        if t.shape() != shape {
-            return Err(bad(format!(
-                "tensor {name} has shape {:?}, the config implies {shape:?}",
-                t.shape()
-            )));
-        }
-        let bytes = t.data();
-        Ok(match t.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(bad(format!(
-                    "tensor {name} is {other:?}; only F32, F16 and BF16 are supported"
-                )))
-            }
-        })
-    }
-
     /// A convolution `out × inp` with kernel `k` (`[kh, kw]` for a 2-D one).
     fn conv(&self, name: &str, out: usize, inp: usize, k: &[usize]) -> Result<Conv, WanVaeError> {
         let mut shape = vec![out, inp];
@@ -403,15 +345,8 @@ impl WanVae {
     pub fn load(dir: &Path) -> Result<Self, WanVaeError> {
         let config = WanVaeConfig::from_json(&dir.join("config.json"))?;
         let path = dir.join("diffusion_pytorch_model.safetensors");
-        let bytes = std::fs::read(&path).map_err(|e| WanVaeError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let file = SafeTensors::deserialize(&bytes).map_err(|e| WanVaeError::Weights {
-            path: path.display().to_string(),
-            message: format!("not a valid safetensors file: {e}"),
-        })?;
-        let w = Weights { file, path: &path };
+        let file = WeightFile::read(&path)?;
+        let w = file.tensors()?;
         let z = config.z_dim;
         Ok(WanVae {
             encoder: encoder(&w, &config)?,

@@ -1,0 +1,112 @@
+//! Reading a diffusers component folder (config.json and safetensors weights) for the f32
+//! reference models of this module: one error type and one reader for all of them.
+
+use std::path::{Path, PathBuf};
+
+use safetensors::{Dtype, SafeTensors};
+
+/// What can go wrong loading or running one of the diffusion components.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFileError {
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path}: {message}")]
+    Config { path: String, message: String },
+    #[error("{path}: {message}")]
+    Weights { path: String, message: String },
+    #[error("{0}")]
+    Input(String),
+}
+
+/// A config.json as JSON: an `Io` error when it cannot be read, a `Config` one when it is not
+/// JSON.
+pub(super) fn read_config(path: &Path) -> Result<serde_json::Value, ModelFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ModelFileError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| ModelFileError::Config {
+        path: path.display().to_string(),
+        message: format!("not JSON: {e}"),
+    })
+}
+
+/// A safetensors file's bytes, read whole (these components are small, or read once).
+pub(super) struct WeightFile {
+    bytes: Vec<u8>,
+    path: PathBuf,
+}
+
+impl WeightFile {
+    pub(super) fn read(path: &Path) -> Result<Self, ModelFileError> {
+        let bytes = std::fs::read(path).map_err(|e| ModelFileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(WeightFile {
+            bytes,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub(super) fn tensors(&self) -> Result<Weights<'_>, ModelFileError> {
+        let file = SafeTensors::deserialize(&self.bytes).map_err(|e| ModelFileError::Weights {
+            path: self.path.display().to_string(),
+            message: format!("not a valid safetensors file: {e}"),
+        })?;
+        Ok(Weights {
+            file,
+            path: &self.path,
+        })
+    }
+}
+
+/// The file's tensors, widened to f32 and checked against the shapes the config implies.
+pub(super) struct Weights<'a> {
+    file: SafeTensors<'a>,
+    path: &'a Path,
+}
+
+impl Weights<'_> {
+    /// A `Weights` error naming the file.
+    pub(super) fn error(&self, message: String) -> ModelFileError {
+        ModelFileError::Weights {
+            path: self.path.display().to_string(),
+            message,
+        }
+    }
+
+    /// Tensor `name`, which must have `shape`, as f32 (from F32, F16 or BF16).
+    pub(super) fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelFileError> {
+        let t = self
+            .file
+            .tensor(name)
+            .map_err(|_| self.error(format!("tensor {name} is missing")))?;
+        if t.shape() != shape {
+            return Err(self.error(format!(
+                "tensor {name} has shape {:?}, the config implies {shape:?}",
+                t.shape()
+            )));
+        }
+        let bytes = t.data();
+        Ok(match t.dtype() {
+            Dtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::F16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(self.error(format!(
+                    "tensor {name} is {other:?}; only F32, F16 and BF16 are supported"
+                )))
+            }
+        })
+    }
+}
