@@ -187,7 +187,7 @@ fn a_replica_lists_shows_and_cancels_another_replicas_job() {
     let b = serve(&db, &db.home.join("store-b"), &hub);
     let (ca, cb) = (a.client(), b.client());
     let id = start_pull(&ca, "slow.gguf");
-    // Written at creation, so B sees it at once.
+    // The 202 comes once the job is in the database, so B lists it at once.
     let j = listed(&cb, &id).expect("B lists A's job");
     assert_eq!(j["kind"], "pull");
     assert_eq!(

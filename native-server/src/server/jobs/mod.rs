@@ -91,9 +91,17 @@ pub struct JobList {
     pub jobs: Vec<crate::jobs::Job>,
 }
 
-fn accepted(job: crate::jobs::Job) -> (StatusCode, Json<JobAccepted>) {
+/// Submits a job and answers 202 once it is in the database (where there is one), so that
+/// another replica asked right after lists it.
+async fn started(
+    st: &JobsState,
+    submit: impl FnOnce(&ModelJobs) -> Result<crate::jobs::Job, ApiError>,
+) -> Started {
+    let jobs = st.jobs()?;
+    let job = submit(jobs)?;
+    jobs.flush().await;
     let job_id = job.id.clone();
-    (StatusCode::ACCEPTED, Json(JobAccepted { job, job_id }))
+    Ok((StatusCode::ACCEPTED, Json(JobAccepted { job, job_id })))
 }
 
 type Started = Res<(StatusCode, Json<JobAccepted>)>;
@@ -107,7 +115,7 @@ async fn pull(
     c: Caller,
     ApiJson(req): ApiJson<PullRequest>,
 ) -> Started {
-    Ok(accepted(st.jobs()?.submit_pull(c.owner(), req)?))
+    started(&st, |j| j.submit_pull(c.owner(), req)).await
 }
 
 #[utoipa::path(post, path = "/models/import", tag = "admin",
@@ -118,7 +126,7 @@ async fn import(
     c: Caller,
     ApiJson(req): ApiJson<ImportRequest>,
 ) -> Started {
-    Ok(accepted(st.jobs()?.submit_import(c.owner(), req)?))
+    started(&st, |j| j.submit_import(c.owner(), req)).await
 }
 
 #[utoipa::path(post, path = "/models/quantize", tag = "admin",
@@ -129,7 +137,7 @@ async fn quantize(
     c: Caller,
     ApiJson(req): ApiJson<QuantizeRequest>,
 ) -> Started {
-    Ok(accepted(st.jobs()?.submit_quantize(c.owner(), req)?))
+    started(&st, |j| j.submit_quantize(c.owner(), req)).await
 }
 
 #[utoipa::path(post, path = "/models/convert", tag = "admin",
@@ -140,7 +148,7 @@ async fn convert(
     c: Caller,
     ApiJson(req): ApiJson<ConvertRequest>,
 ) -> Started {
-    Ok(accepted(st.jobs()?.submit_convert(c.owner(), req)?))
+    started(&st, |j| j.submit_convert(c.owner(), req)).await
 }
 
 fn missing(id: &str) -> PlainError {
