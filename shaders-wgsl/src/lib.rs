@@ -3,6 +3,11 @@
 //! Kernels that read weights (matrix product, embedding gather) are generic over the weight
 //! type: [`with_quant`] appends the dequantizers of `quant.wgsl` and two one-line functions
 //! that pick the type's dequantizer, so one source file serves every type.
+//!
+//! Every function-scope `var` has an initializer (tests/initializers.rs checks it): WGSL
+//! re-zeroes a `var` without one each time its declaration runs, but Chromium's Tint
+//! (Chromium 156) zero-initialises it once per invocation, so one declared in a loop body kept
+//! its value from the previous iteration there.
 
 /// Fused dequantize + matrix product (decode matrix-vector and prefill token tiles).
 pub const MATMUL: &str = include_str!("../wgsl/matmul.wgsl");

@@ -45,7 +45,7 @@ fn quantize_block(b: u32, n: u32, f16_scale: bool) {
         id = 127.0 / amax;
         d = amax / 127.0;
     }
-    var ds: f32;
+    var ds = 0.0;
     if (f16_scale) {
         ds = round_f16(d);
     } else {

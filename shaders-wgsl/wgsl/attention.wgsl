@@ -167,7 +167,7 @@ fn attend(half_kv: bool, wid: vec3<u32>, lid: u32) {
     let inv = inv_shared;
 
     // Weighted sum of values, key after key (the CPU's axpy: product, then sum).
-    var acc: array<f32, 4>;
+    var acc = array<f32, 4>();
     for (var t0 = 0u; t0 < n; t0 += WG) {
         let j = t0 + lid;
         var wgt = 0.0;

@@ -6,7 +6,7 @@
 @group(0) @binding(2) var<storage, read> vc: array<u32>;
 
 fn load_f16(buf_is_k: bool, idx: u32) -> f32 {
-    var word: u32;
+    var word = 0u;
     if (buf_is_k) {
         word = kc[idx >> 1u];
     } else {

@@ -70,7 +70,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let x = a[i];
-    var r: f32;
+    var r = 0.0;
     switch p.op {
         case 0u: { r = x + b[i]; }
         case 1u: { r = x * b[i]; }

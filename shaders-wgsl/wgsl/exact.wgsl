@@ -232,7 +232,7 @@ fn f64_div_to_f32(a: F64, n: u32) -> f32 {
     let low = shl64(vec2<u32>(a.lo, a.hi), s);
     var digits = array<u32, 5>(hiw.x & 0xFFFFu, low.y >> 16u, low.y & 0xFFFFu, low.x >> 16u, low.x & 0xFFFFu);
     var rem = 0u;
-    var qd: array<u32, 5>;
+    var qd = array<u32, 5>();
     for (var i = 0u; i < 5u; i++) {
         let cur = (rem << 16u) | digits[i];
         qd[i] = cur / n;
@@ -331,9 +331,9 @@ fn f32_to_f16_bits(x: u32) -> u32 {
     if (e >= 143u) {
         return sign | 0x7C00u; // 2^16 and up: past the largest finite f16 even before rounding
     }
-    var q: u32;
-    var rest: u32;
-    var half: u32;
+    var q = 0u;
+    var rest = 0u;
+    var half = 0u;
     if (e >= 113u) {
         // A normal f16: rebias the exponent, keep 10 of 23 fraction bits. A carry out of the
         // fraction steps into the next binade (or to inf), which is the right bit pattern.

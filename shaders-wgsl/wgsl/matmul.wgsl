@@ -97,7 +97,7 @@ fn unit_dot(row: u32, u: u32, xb: u32) -> f32 {
     var s = 0.0;
     for (var q = 0u; q < 8u; q++) {
         let i = xb + 4u * q;
-        var xv: vec4<f32>;
+        var xv = vec4<f32>(0.0);
         if (act_q) {
             xv = vec4<f32>(xq(i)) * sx;
         } else {
@@ -153,7 +153,7 @@ fn kvalue(da: f32, dm: vec2<f32>, sumi: i32, summ: i32) -> f32 {
 fn kblock(row: u32, blk: u32, xb: u32) -> f32 {
     var sumi = 0;
     var summ = 0;
-    var wq: array<vec4<i32>, 8>;
+    var wq = array<vec4<i32>, 8>();
     for (var j = 0u; j < 8u; j++) {
         let u = 8u * blk + j;
         for (var q = 0u; q < 8u; q++) {
@@ -371,11 +371,11 @@ fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgrou
     let row = rt.r * p.row_bytes;
     let units = p.cols / 32u;
     let out0 = t0 * p.out_stride + p.row0 + rt.r;
-    var wq: array<vec4<i32>, 8>;
+    var wq = array<vec4<i32>, 8>();
     if (QKIND == 1u) {
         // Per token: lane accumulators (parity 0 low/high, parity 1 low/high) and minimums.
-        var acc: array<vec4<f32>, 32>;
-        var mins: array<vec2<f32>, 8>;
+        var acc = array<vec4<f32>, 32>();
+        var mins = array<vec2<f32>, 8>();
         for (var u = 0u; u < units; u++) {
             let ls = lscale(row, u);
             for (var q = 0u; q < 8u; q++) {
@@ -404,11 +404,15 @@ fn per_row_tile(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgrou
         }
         return;
     }
-    var sums: array<f32, 8>;
+    var sums = array<f32, 8>();
     for (var blk = 0u; blk < units / 8u; blk++) {
         let dm = kdm(row, blk);
-        var sumi: array<i32, 8>;
-        var summ: array<i32, 8>;
+        // Zeroed explicitly for each block: Chromium's Tint emits a `var` without initializer
+        // as one zero-initialised variable per invocation, so a loop-local one kept the previous
+        // block's sums there (wrong K-quant prefill in the browser); naga re-zeroes it. Every
+        // function-scope `var` in these kernels has an initializer (tests/initializers.rs).
+        var sumi = array<i32, 8>();
+        var summ = array<i32, 8>();
         for (var j = 0u; j < 8u; j++) {
             let u = 8u * blk + j;
             let ks = kscale(row, u);

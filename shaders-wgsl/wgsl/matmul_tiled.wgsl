@@ -95,7 +95,7 @@ fn stage_sums(lid: u32) {
 
 // The tile row's eight packed quant words of staged unit u.
 fn tile_words(u: u32, r: u32) -> array<u32, 8> {
-    var wv: array<u32, 8>;
+    var wv = array<u32, 8>();
     for (var q = 0u; q < 8u; q++) {
         wv[q] = tw[(u * 8u + q) * RT + r];
     }
@@ -146,8 +146,8 @@ fn tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index)
     let nj = min(TPI, max(nt, tb) - tb);
     let units = p.cols / 32u;
     // QKIND 1: lane accumulators per block parity, minimums per parity (one per token).
-    var acc0: array<vec4<f32>, 8>;
-    var acc1: array<vec4<f32>, 8>;
+    var acc0 = array<vec4<f32>, 8>();
+    var acc1 = array<vec4<f32>, 8>();
     var m0 = vec4<f32>(0.0);
     var m1 = vec4<f32>(0.0);
     // QKIND 2/3: the current 256-block's integer sums, and the sum of finished blocks.
@@ -212,7 +212,7 @@ fn tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index)
     // A constant trip count (as every loop over j): unrolled, the accumulators are registers.
     for (var j = 0u; j < TPI; j++) {
         if (j < nj) {
-            var v: f32;
+            var v = 0.0;
             if (QKIND == 1u) {
                 v = lanes_total(acc0[2u * j], acc0[2u * j + 1u], acc1[2u * j], acc1[2u * j + 1u], m0[j], m1[j]);
             } else {

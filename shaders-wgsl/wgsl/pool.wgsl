@@ -23,7 +23,7 @@ fn pool(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let start = seqs[3u * s];
     let valid = seqs[3u * s + 2u];
-    var r: f32;
+    var r = 0.0;
     switch pp.mode {
         case 1u: { r = px[start * pp.cols + c]; }
         case 2u: { r = px[(start + valid - 1u) * pp.cols + c]; }

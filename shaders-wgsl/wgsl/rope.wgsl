@@ -40,9 +40,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let half = p.n_rot / 2u;
-    var i: u32;
-    var first: bool;
-    var partner: u32;
+    var i = 0u;
+    var first = false;
+    var partner = 0u;
     if (p.neox != 0u) {
         i = k % half;
         first = k < half;

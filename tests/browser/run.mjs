@@ -12,6 +12,10 @@
 //  4. one way to run a model: on that CPU fallback, a greedy chat stops on the same tokens as
 //     `weft run` and `weft serve` (tests/tests/same_tokens.rs holds those two to each other):
 //     once at the end-of-generation token, once at a stop string.
+//  5. K-quants on WebGPU: the model requantized with `weft quantize --pure` to Q4_K_M, Q5_K_M
+//     and Q6_K (made in a temp dir): KQ_N greedy tokens on WebGPU equal the native CPU
+//     backend's for each (Chromium's Tint once kept a loop-local `var` from one K block to
+//     the next in the K-quant prefill product: wrong tokens from the first).
 // (The chat turns run on the CPU fallback: SwiftShader needs seconds per token.)
 // With WEFT_EMBED_GGUF (all-MiniLM-L6-v2 as GGUF, served as `minilm`) and WEFT_EMBED_REFERENCE
 // (sentence-transformers' vectors), `weft.embed` is checked on WebGPU and on the wasm CPU
@@ -50,6 +54,9 @@ const QUESTION = "What is 2+2?";
 const CHAT_STOP = "problem is";
 const CHAT_MAX = 24;
 const LONG = 15 * 60_000;
+// Step 5: the K-quant types (every K dequantizer and both K product kinds) and tokens each.
+const KQUANTS = ["Q4_K_M", "Q5_K_M", "Q6_K"];
+const KQ_N = 4;
 
 const log = (...a) => console.error("[browser-test]", ...a);
 const base_args = [
@@ -85,9 +92,25 @@ if (existsSync(refPath)) {
   log(`*** reference ${refPath} missing: skipping the reference comparison ***`);
 }
 
+// --- K-quant models (step 5): the model requantized, and their native CPU tokens.
+const kqDir = mkdtempSync(join(tmpdir(), "weft-kquant-"));
+process.on("exit", () => rmSync(kqDir, { recursive: true, force: true }));
+const kquants = KQUANTS.map((type) => {
+  const path = join(kqDir, `${type.toLowerCase()}.gguf`);
+  execFileSync(bin, ["quantize", model, path, type, "--pure", "--allow-requantize", "--models-dir", kqDir],
+    { stdio: ["ignore", "ignore", "inherit"] });
+  const want = JSON.parse(execFileSync(bin, ["run", "--model", path, "--backend", "cpu", "--raw",
+    "--prompt", PROMPT, "--temperature", "0", "--max-tokens", String(KQ_N), "--ignore-eos", "--json"],
+    { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop());
+  assert.equal(want.tokens.length, KQ_N);
+  log(`native cpu tokens, ${type}`, want.tokens);
+  return { type, name: `kq-${type.toLowerCase()}`, path, tokens: want.tokens };
+});
+
 // --- the server.
 const embedArgs = embedGguf ? ["--model", `minilm=${embedGguf}`] : [];
-const server = spawn(bin, ["serve", "--model", model, ...embedArgs, "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
+const kqArgs = kquants.flatMap((k) => ["--model", `${k.name}=${k.path}`]);
+const server = spawn(bin, ["serve", "--model", model, ...embedArgs, ...kqArgs, "--host", "127.0.0.1", "--port", "0", "--threads", "1"],
   { stdio: ["ignore", "ignore", "pipe"], cwd: root });
 const base = await new Promise((res, rej) => {
   let buf = "";
@@ -208,6 +231,22 @@ try {
   assert.deepEqual(gpu2.tokens, gpu.tokens.slice(0, 4), "WebGPU tokens with vs without subgroups");
   figures.webgpu_no_subgroups_tok_s = gpu2.timings.tokensPerS;
   await embedCheck(page, "webgpu");
+
+  // --- step 5: K-quant models on WebGPU, tokens against the native CPU backend's.
+  figures.kquant_webgpu_tokens = {};
+  for (const k of kquants) {
+    const got = await page.evaluate(async ([name, prompt, n]) => {
+      const { Weft } = await import("/play/pkg/weft.js");
+      const w = await Weft.create({ backend: "webgpu" });
+      await w.load(`/models/${name}/file`, { cache: false });
+      const r = await w.complete(prompt, { temperature: 0, maxTokens: n, ignoreEos: true, topLogits: 2 }).result;
+      w.terminate();
+      return r;
+    }, [k.name, PROMPT, KQ_N]);
+    log(`webgpu tokens, ${k.type}`, got.tokens, "step 0 top-2", JSON.stringify(got.steps[0].top));
+    assert.deepEqual(got.tokens, k.tokens, `WebGPU vs native CPU tokens, ${k.type}`);
+    figures.kquant_webgpu_tokens[k.type] = got.tokens;
+  }
 
   await ctx.close();
   ctx = null;

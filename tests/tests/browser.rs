@@ -3,7 +3,9 @@
 //! backend's and the llama.cpp reference (with subgroups where Chromium offers them, and the
 //! same tokens with them turned off), the second load comes from the browser cache, the
 //! example page works, and without WebGPU the CPU fallback gives the same tokens; `weft.embed`
-//! on all-MiniLM-L6-v2 matches sentence-transformers on both.
+//! on all-MiniLM-L6-v2 matches sentence-transformers on both; the model requantized to
+//! Q4_K_M, Q5_K_M and Q6_K (`weft quantize --pure`, in a temp dir) gives the native CPU
+//! backend's greedy tokens on WebGPU.
 //!
 //! Needs `chromium`, `npm ci` in tests/browser and `scripts/build-web.sh` (CI installs and
 //! runs all three); skips loudly when one is missing, fails under CI.
