@@ -54,7 +54,9 @@ fn the_check_sees_declarations_without_initializers() {
     assert!(uninitialised_local("        var sumi = array<i32, 8>();").is_none());
     assert!(uninitialised_local("    for (var q = 0u; q < 8u; q++) {").is_none());
     assert!(uninitialised_local("var<workgroup> red: array<f32, 64>;").is_none());
-    assert!(uninitialised_local("@group(0) @binding(0) var<storage, read> w: array<u32>;").is_none());
+    assert!(
+        uninitialised_local("@group(0) @binding(0) var<storage, read> w: array<u32>;").is_none()
+    );
     assert!(uninitialised_local("    let variance = 0.0;").is_none());
     assert!(uninitialised_local("    // var x: f32;").is_none());
 }
