@@ -2,6 +2,8 @@
 
 pub mod backend;
 pub mod chat;
+// Reads diffusers folders with the safetensors crate, a native-only dependency (as hf/).
+#[cfg(not(target_arch = "wasm32"))]
 pub mod diffusion;
 pub mod dtype;
 pub mod embed;
