@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use safetensors::{Dtype, SafeTensors};
+use safetensors::SafeTensors;
+
+use crate::hf::decoder::float_type;
+use crate::quant;
 
 /// What can go wrong loading or running one of the diffusion components.
 #[derive(Debug, thiserror::Error)]
@@ -88,25 +91,14 @@ impl Weights<'_> {
                 t.shape()
             )));
         }
-        let bytes = t.data();
-        Ok(match t.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(self.error(format!(
-                    "tensor {name} is {other:?}; only F32, F16 and BF16 are supported"
-                )))
-            }
-        })
+        let ty = float_type(t.dtype()).ok_or_else(|| {
+            self.error(format!(
+                "tensor {name} is {:?}; only F32, F16 and BF16 are supported",
+                t.dtype()
+            ))
+        })?;
+        let n = shape.iter().product();
+        quant::dequantize_to_vec(ty, t.data(), n)
+            .map_err(|e| self.error(format!("tensor {name}: {e}")))
     }
 }

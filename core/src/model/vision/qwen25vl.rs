@@ -30,6 +30,7 @@ use super::siglip::{derived_file, expect, patch_cols, raw_tensor, Derived};
 use crate::backend::{Backend, Graph, Readback, SeqSpan, StepBatch, TensorId, Weight};
 use crate::dtype::GgmlType;
 use crate::gguf::ModelFile;
+use crate::quant;
 
 /// Patches per merged token side (`clip.vision.spatial_merge_size` when set).
 const DEFAULT_MERGE: usize = 2;
@@ -447,21 +448,12 @@ fn full_attention_layers(mm: &Mmproj, n_layer: usize) -> Result<Vec<bool>, Visio
 
 /// An unquantized tensor's values as f32.
 fn values(file: &ModelFile, name: &str, dims: &[u64]) -> Result<Vec<f32>, VisionError> {
+    // `raw_tensor` lets through f32, f16 and bf16 only, with the byte count of `dims`.
     let (ty, _, bytes) = raw_tensor(file, name, dims)?;
-    Ok(match ty {
-        GgmlType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-        GgmlType::BF16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-        // `raw_tensor` lets through f32, f16 and bf16 only.
-        _ => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
+    let n = dims.iter().product::<u64>() as usize;
+    quant::dequantize_to_vec(ty, bytes, n).map_err(|e| VisionError::Tensor {
+        name: name.to_string(),
+        message: e.to_string(),
     })
 }
 
