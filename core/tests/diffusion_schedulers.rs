@@ -11,9 +11,7 @@ mod video_files;
 
 use serde_json::{json, Value};
 use video_files::{bits_differing, floats, json, max_abs_diff, relative_error, Run};
-use weft_core::diffusion::{
-    classifier_free_guidance, Expert, ExpertSwitch, NoiseScheduler, SchedulerSpec,
-};
+use weft_core::diffusion::{classifier_free_guidance, Expert, NoiseScheduler, SchedulerSpec};
 
 /// Bounds on the per-step relative error of the latents. The issue asks 1e-3 of the whole
 /// pipeline; the scheduler alone is bit-identical except where torch's f32 log / expm1 and
@@ -48,30 +46,19 @@ fn check_pipeline_run(name: &str) {
     );
     assert_eq!(sched.sigmas(), run.floats("sigmas"), "{name}: sigmas");
 
-    let switch = ExpertSwitch {
-        boundary_ratio: run.manifest["boundary_ratio"].as_f64(),
-        num_train_timesteps: 1000,
-    };
-    let cfg_high = run.manifest["guidance_scale"].as_f64().unwrap() as f32;
-    let cfg_low = run.manifest["guidance_scale_2"]
-        .as_f64()
-        .map_or(cfg_high, |g| g as f32);
+    let guidance = run.guidance();
 
     let mut sample = run.tensor("noise").data;
     let mut worst = 0f64;
     for (i, step) in steps.iter().enumerate() {
         let t = sched.timesteps()[i];
-        let expert = switch.expert(t);
+        let expert = guidance.switch.expert(t);
         let want_expert = match step["expert"].as_str().unwrap() {
             "transformer" => Expert::High,
             _ => Expert::Low,
         };
         assert_eq!(expert, want_expert, "{name} step {i} (t = {t}): expert");
-        let scale = if expert == Expert::High {
-            cfg_high
-        } else {
-            cfg_low
-        };
+        let scale = guidance.scale(expert);
 
         let mut guided = run.tensor(step["cond"].as_str().unwrap()).data;
         let uncond = run.tensor(step["uncond"].as_str().unwrap()).data;

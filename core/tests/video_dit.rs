@@ -11,7 +11,7 @@ mod video_files;
 
 use video_files::{max_abs_diff, relative_error, Run};
 use weft_core::diffusion::wan_dit::WanDit;
-use weft_core::diffusion::{classifier_free_guidance, Expert, ExpertSwitch, SchedulerSpec};
+use weft_core::diffusion::{classifier_free_guidance, Expert, SchedulerSpec};
 
 /// The bound on one transformer evaluation.
 const STEP_TOLERANCE: f64 = 1e-4;
@@ -95,20 +95,15 @@ fn check_end_to_end(name: &str, condition: &[f32]) {
         .unwrap()
         .build(steps.len())
         .unwrap();
-    let switch = ExpertSwitch {
-        boundary_ratio: run.manifest["boundary_ratio"].as_f64(),
-        num_train_timesteps: 1000,
-    };
-    let cfg_high = run.manifest["guidance_scale"].as_f64().unwrap() as f32;
-    let cfg_low = run.manifest["guidance_scale_2"]
-        .as_f64()
-        .map_or(cfg_high, |g| g as f32);
+    let guidance = run.guidance();
     let mut latents = noise.data.clone();
     for (i, step) in steps.iter().enumerate() {
         let t = sched.timesteps()[i];
-        let (dit, cfg) = match switch.expert(t) {
-            Expert::High => (&high, cfg_high),
-            Expert::Low => (low.as_ref().unwrap_or(&high), cfg_low),
+        let expert = guidance.switch.expert(t);
+        let cfg = guidance.scale(expert);
+        let dit = match expert {
+            Expert::High => &high,
+            Expert::Low => low.as_ref().unwrap_or(&high),
         };
         let mut x = latents.clone();
         x.extend_from_slice(condition);

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use weft_core::diffusion::{Expert, ExpertSwitch};
 
 /// A path under tests/data/video.
 pub fn data(rel: &str) -> PathBuf {
@@ -78,6 +79,37 @@ impl Run {
     /// A list of numbers from the manifest (`timesteps`, `sigmas`), as f32.
     pub fn floats(&self, key: &str) -> Vec<f32> {
         floats(&self.manifest[key])
+    }
+
+    /// The run's guidance: which expert a timestep goes to (`boundary_ratio`; one expert when
+    /// absent) and each expert's scale (`guidance_scale`, `guidance_scale_2` or the same one).
+    pub fn guidance(&self) -> Guidance {
+        let high = self.manifest["guidance_scale"].as_f64().unwrap() as f32;
+        let low = self.manifest["guidance_scale_2"]
+            .as_f64()
+            .map_or(high, |g| g as f32);
+        let switch = ExpertSwitch {
+            boundary_ratio: self.manifest["boundary_ratio"].as_f64(),
+            num_train_timesteps: 1000,
+        };
+        Guidance { switch, high, low }
+    }
+}
+
+/// A run's expert switch and guidance scales (see [`Run::guidance`]).
+pub struct Guidance {
+    pub switch: ExpertSwitch,
+    pub high: f32,
+    pub low: f32,
+}
+
+impl Guidance {
+    /// The guidance scale of `expert`.
+    pub fn scale(&self, expert: Expert) -> f32 {
+        match expert {
+            Expert::High => self.high,
+            Expert::Low => self.low,
+        }
     }
 }
 
