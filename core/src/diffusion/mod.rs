@@ -11,6 +11,7 @@
 
 mod files;
 pub mod guidance;
+pub mod noise;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
