@@ -113,16 +113,68 @@ pub fn pack_transposed(w: &[f32], rows: usize, cols: usize, stride: usize) -> Pa
     }
 }
 
+/// A part of a [`Packed`] weight that is itself a packed weight: a run of its panels, and
+/// within them a run of its columns (a tile of keys or of the keys' values, in attention).
+#[derive(Clone, Copy)]
+pub struct Panels<'a> {
+    /// From the first float of the view: panel `p` starts `p · stride` floats in.
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    /// Floats from one panel to the next (the whole weight's `NR · cols`).
+    stride: usize,
+}
+
+impl Packed {
+    /// The whole weight as a view.
+    pub fn panels(&self) -> Panels<'_> {
+        Panels {
+            data: &self.data,
+            rows: self.rows,
+            cols: self.cols,
+            stride: NR * self.cols,
+        }
+    }
+}
+
+impl<'a> Panels<'a> {
+    /// Weight rows `r` (starting on a panel boundary: a multiple of 32).
+    pub fn rows(self, r: std::ops::Range<usize>) -> Self {
+        assert!(r.start.is_multiple_of(NR) && r.start <= r.end && r.end <= self.rows);
+        let at = (r.start / NR * self.stride).min(self.data.len());
+        Panels {
+            data: &self.data[at..],
+            rows: r.len(),
+            ..self
+        }
+    }
+
+    /// Columns `c` of every row.
+    pub fn cols(self, c: std::ops::Range<usize>) -> Self {
+        assert!(c.start <= c.end && c.end <= self.cols);
+        Panels {
+            data: &self.data[c.start * NR..],
+            cols: c.len(),
+            ..self
+        }
+    }
+
+    /// Panel `p`'s `cols · NR` floats.
+    fn panel(&self, p: usize) -> &'a [f32] {
+        &self.data[p * self.stride..p * self.stride + self.cols * NR]
+    }
+}
+
 /// [`product`] on the calling thread alone (a product inside another op's work item), with
-/// `out`'s rows `ldo` apart; only the packed weight's `rows` columns of each row are written.
-pub fn product_serial(w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32], ldo: usize) -> bool {
+/// `out`'s rows `ldo` apart; only the weight's `rows` columns of each row are written.
+pub fn product_serial(w: Panels, x: &[f32], n_tok: usize, out: &mut [f32], ldo: usize) -> bool {
     let Some(isa) = isa() else {
         return false;
     };
     let (rows, cols) = (w.rows, w.cols);
     assert!(x.len() >= n_tok * cols && (n_tok == 0 || out.len() >= (n_tok - 1) * ldo + rows));
     for p in 0..rows.div_ceil(NR) {
-        let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
+        let panel = w.panel(p);
         let nr = NR.min(rows - p * NR);
         // SAFETY: the assert above bounds rows 0..n_tok of `out` (nr ≤ rows columns from p·NR)
         // and of `x`; the kernel's features were detected.
@@ -380,7 +432,7 @@ mod tests {
             .collect();
         let packed = pack_strided(&w[8..], rows, cols, stride, 0.5);
         let mut out = vec![f32::NAN; (n_tok - 1) * ldo + rows];
-        assert!(product_serial(&packed, &x, n_tok, &mut out, ldo));
+        assert!(product_serial(packed.panels(), &x, n_tok, &mut out, ldo));
         for t in 0..n_tok {
             for r in 0..rows {
                 let want: f64 = (0..cols)
@@ -390,5 +442,35 @@ mod tests {
                 assert!((got - want).abs() < 1e-3, "[{t}][{r}]: {got} vs {want}");
             }
         }
+    }
+
+    #[test]
+    fn views_multiply_as_their_own_weights() {
+        if !available() {
+            return;
+        }
+        // Keys 32..77 of a 90-row weight, and columns 13..50 of a transposed 70-column one,
+        // each against an explicit copy of the same part packed on its own.
+        let (rows, cols, n_tok) = (90, 24, 11);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        let x: Vec<f32> = (0..n_tok * 64)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+            .collect();
+        let whole = pack(&w, rows, cols);
+        let part = pack(&w[32 * cols..77 * cols], 45, cols);
+        let (mut a, mut b) = (vec![0f32; n_tok * 45], vec![1f32; n_tok * 45]);
+        assert!(product_serial(whole.panels().rows(32..77), &x, n_tok, &mut a, 45));
+        assert!(product_serial(part.panels(), &x, n_tok, &mut b, 45));
+        assert_eq!(a, b);
+        // Transposed: 70 rows of 40 → 40 rows of 70 columns; take columns 13..50.
+        let t: Vec<f32> = (0..70 * 40).map(|i| ((i * 29 % 83) as f32 - 41.0) / 50.0).collect();
+        let whole = pack_transposed(&t, 70, 40, 40);
+        let part = pack_transposed(&t[13 * 40..50 * 40], 37, 40, 40);
+        let (mut a, mut b) = (vec![0f32; n_tok * 40], vec![1f32; n_tok * 40]);
+        assert!(product_serial(whole.panels().cols(13..50), &x, n_tok, &mut a, 40));
+        assert!(product_serial(part.panels(), &x, n_tok, &mut b, 40));
+        assert_eq!(a, b);
     }
 }

@@ -4,6 +4,7 @@
 mod attention;
 mod attn_kernels;
 mod encoder;
+mod encoder_attn;
 mod gemm_f32;
 mod grid_pool;
 mod matmul;
@@ -511,13 +512,13 @@ impl CpuBackend {
                 scale,
                 spans,
             } => {
-                let shape = encoder::AttnShape {
+                let shape = encoder_attn::AttnShape {
                     n_head: *n_head,
                     n_head_kv: *n_head_kv,
                     head_dim: *head_dim,
                     scale: *scale,
                 };
-                encoder::encoder_attention(&self.pool, buf(q), buf(k), buf(v), shape, spans, out);
+                encoder_attn::encoder_attention(&self.pool, buf(q), buf(k), buf(v), shape, spans, out);
             }
             Op::Pool { x, spans, mode } => {
                 encoder::pool_rows(buf(x), node.cols, spans, *mode, out);
