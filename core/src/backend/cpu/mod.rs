@@ -471,7 +471,7 @@ impl CpuBackend {
             Op::Add { a, b } => zip2(out, buf(a), buf(b), |x, y| x + y),
             Op::Mul { a, b } => zip2(out, buf(a), buf(b), |x, y| x * y),
             Op::Scale { x, s } => map1(out, buf(x), |v| v * s),
-            Op::SoftCap { x, cap } => map1(out, buf(x), |v| cap * (v / cap).tanh()),
+            Op::SoftCap { x, cap } => simd::soft_cap(out, buf(x), *cap),
             Op::Gelu { x } => map1(out, buf(x), ops::gelu),
             Op::Silu { x } => map1(out, buf(x), ops::silu),
             Op::GeGlu { gate, up } => zip2(out, buf(gate), buf(up), |g, u| ops::gelu(g) * u),

@@ -3,6 +3,8 @@
 //! keeps 16 independent accumulators so the compiler can vectorise it without reordering a
 //! single running sum; every build gives the same bits (no fused multiply-adds anywhere).
 
+#[path = "simd_math.rs"]
+mod math;
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 #[path = "simd_wasm.rs"]
 mod simd_wasm;
@@ -92,49 +94,6 @@ pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     axpy_lanes(y, a, x)
 }
 
-// e^x as 2^n · e^r, n = round(x / ln 2), r = x − n·ln 2 in [−ln 2 / 2, ln 2 / 2], e^r by its
-// Taylor series to r⁷ (truncation below 6e-9 relative, so a few ulp of rounding in all). Pure
-// arithmetic and bit operations, no libm call and no branch, so that a loop of it vectorises.
-/// Lower clamp of [`exp_lane`]'s input: 2^n stays a normal float (e^-87 ≈ 1.6e-38, against the
-/// true value's underflow to 0 or a subnormal: negligible beside a softmax sum of at least 1).
-const EXP_LO: f32 = -87.0;
-/// Upper clamp (e^88 ≈ 1.65e38, below f32::MAX; e^88.73 overflows).
-const EXP_HI: f32 = 88.0;
-/// 1.5 · 2²³: adding it rounds a float of magnitude below 2²² to an integer, which then sits in
-/// the low bits of the sum's mantissa.
-const ROUND: f32 = 12_582_912.0;
-/// ln 2 in two parts: the high one has 9 significant bits, so n · LN2_HI is exact for |n| ≤ 127.
-const LN2_HI: f32 = 0.693_359_375;
-const LN2_LO: f32 = -2.121_944_4e-4;
-/// 1/k! for k = 2..=7.
-const INV_FACT: [f32; 6] = [
-    1.0 / 2.0,
-    1.0 / 6.0,
-    1.0 / 24.0,
-    1.0 / 120.0,
-    1.0 / 720.0,
-    1.0 / 5040.0,
-];
-
-/// e^x within a few ulp for x in [−87, 88] (clamped outside; NaN stays NaN).
-#[inline(always)]
-fn exp_lane(x: f32) -> f32 {
-    // Compare-and-select rather than f32::max/min, which would turn NaN into the bound.
-    let x = if x < EXP_LO { EXP_LO } else { x };
-    let x = if x > EXP_HI { EXP_HI } else { x };
-    let t = x * std::f32::consts::LOG2_E + ROUND;
-    let n = t - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = INV_FACT[5];
-    for &c in INV_FACT[..5].iter().rev() {
-        p = p * r + c;
-    }
-    p = (p * r + 1.0) * r + 1.0;
-    // n as an integer is t's bits minus ROUND's; 2^n's bits are (n + 127) << 23.
-    let two_n = f32::from_bits(t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    p * two_n
-}
-
 /// `x[i] = e^(x[i] − shift)`, returning Σ x[i] (16 lane sums added in order, then the tail).
 #[cfg_attr(
     all(target_arch = "wasm32", target_feature = "simd128"),
@@ -146,13 +105,13 @@ fn exp_sum_lanes(x: &mut [f32], shift: f32) -> f32 {
     let mut chunks = x.chunks_exact_mut(16);
     for c in &mut chunks {
         for i in 0..16 {
-            c[i] = exp_lane(c[i] - shift);
+            c[i] = math::exp(c[i] - shift);
             acc[i] += c[i];
         }
     }
     let mut tail = 0f32;
     for v in chunks.into_remainder() {
-        *v = exp_lane(*v - shift);
+        *v = math::exp(*v - shift);
         tail += *v;
     }
     let mut s = 0f32;
@@ -160,6 +119,26 @@ fn exp_sum_lanes(x: &mut [f32], shift: f32) -> f32 {
         s += v;
     }
     s + tail
+}
+
+/// `out[i] = cap · tanh(x[i] / cap)` over the shorter length.
+#[inline(always)]
+fn soft_cap_lanes(out: &mut [f32], x: &[f32], cap: f32) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = cap * math::tanh(v / cap);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn soft_cap_avx512(out: &mut [f32], x: &[f32], cap: f32) {
+    soft_cap_lanes(out, x, cap)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn soft_cap_avx2(out: &mut [f32], x: &[f32], cap: f32) {
+    soft_cap_lanes(out, x, cap)
 }
 
 /// The largest element (−∞ for none; NaNs are passed over), 16 lanes.
@@ -233,6 +212,24 @@ pub fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
     return simd_wasm::exp_sum(x, shift);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     exp_sum_lanes(x, shift)
+}
+
+/// `out[i] = cap · tanh(x[i] / cap)` (tanh within a few ulp): soft-capping, and the tanh of
+/// a vision tower's f32 GELU. No hand-written simd128 form: with no running sum, the portable
+/// loop is already one the compiler vectorises as it stands.
+pub fn soft_cap(out: &mut [f32], x: &[f32], cap: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_avx512() {
+            // SAFETY: the CPU supports the features the function was compiled for.
+            return unsafe { soft_cap_avx512(out, x, cap) };
+        }
+        if has_avx2() {
+            // SAFETY: as above.
+            return unsafe { soft_cap_avx2(out, x, cap) };
+        }
+    }
+    soft_cap_lanes(out, x, cap)
 }
 
 /// The largest element of `x` (−∞ when empty; NaNs are passed over).
@@ -309,5 +306,16 @@ mod tests {
         x[36] = 4.0;
         assert_eq!(super::max(&x), 4.0);
         assert_eq!(super::max(&[]), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn soft_cap_is_cap_times_tanh() {
+        let x: Vec<f32> = (0..301).map(|i| (i as f32 - 150.0) * 0.37).collect();
+        let mut out = vec![0f32; 301];
+        super::soft_cap(&mut out, &x, 30.0);
+        for (&v, &o) in x.iter().zip(&out) {
+            let want = 30.0 * (v as f64 / 30.0).tanh();
+            assert!((o as f64 - want).abs() <= 4e-7 * want.abs(), "{v}: {o} vs {want}");
+        }
     }
 }

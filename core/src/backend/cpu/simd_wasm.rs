@@ -72,7 +72,7 @@ pub(super) fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
     }
     let mut tail = 0f32;
     for v in &mut x[full..] {
-        *v = super::exp_lane(*v - shift);
+        *v = super::math::exp(*v - shift);
         tail += *v;
     }
     let mut s = 0f32;
@@ -85,10 +85,10 @@ pub(super) fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
     s + tail
 }
 
-/// `super::exp_lane` on four lanes.
+/// `super::math::exp` on four lanes.
 #[inline(always)]
 fn exp4(x: v128) -> v128 {
-    use super::{EXP_HI, EXP_LO, INV_FACT, LN2_HI, LN2_LO, ROUND};
+    use super::math::{EXP_HI, EXP_LO, INV_FACT, LN2_HI, LN2_LO, ROUND};
     // pmax/pmin keep the first operand when the comparison fails: NaN stays NaN.
     let x = f32x4_pmax(x, f32x4_splat(EXP_LO));
     let x = f32x4_pmin(x, f32x4_splat(EXP_HI));
