@@ -6,7 +6,8 @@
 //! the whole dot product. Threads take (token block, panel) items from a shared counter.
 //!
 //! Each output is one sequential f32 sum over `k` (fused multiply-adds), so results do not
-//! depend on the thread count. Only x86-64 with AVX2+FMA or AVX-512F; elsewhere (and for one
+//! depend on the thread count. f16 weights go through the same kernel, each work item
+//! converting its panel to f32 ([`product_f16`]). Only x86-64 with AVX2+FMA or AVX-512F; elsewhere (and for one
 //! row) the caller keeps its dot-product loop.
 
 // Off x86-64 the kernels are compiled out and `product` always declines.
@@ -261,6 +262,70 @@ pub fn product(pool: &ThreadPool, w: &Packed, x: &[f32], n_tok: usize, out: &mut
     true
 }
 
+/// Tokens per work item of [`product_f16`]: an item converts its panel from f16 once, then runs
+/// this many tokens through it, so the conversion is a small share of its work.
+const F16_TOKEN_CHUNK: usize = 8 * TOKEN_BLOCK;
+
+/// [`product`] for a row-major `rows × cols` weight of f16 (`w`: little-endian bytes, as the
+/// file has them): each work item (token chunk, panel) converts its 32 rows to an f32 panel
+/// of its own, so no f32 copy of the weight is kept. The products are those of f32 weights
+/// (f16 to f32 is exact); false (nothing written) when this CPU has no kernel or `w` is
+/// shorter than its shape.
+#[allow(clippy::too_many_arguments)]
+pub fn product_f16(
+    pool: &ThreadPool,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+) -> bool {
+    let Some(isa) = isa() else {
+        return false;
+    };
+    if w.len() < 2 * rows * cols {
+        return false; // a short weight: the caller's own path reports it
+    }
+    assert!(x.len() >= n_tok * cols && out.len() >= n_tok * rows);
+    let panels = rows.div_ceil(NR);
+    let items = panels * n_tok.div_ceil(F16_TOKEN_CHUNK);
+    let next = AtomicUsize::new(0);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let job = |_: usize| {
+        let out_ptr = &out_ptr;
+        let mut panel = vec![0f32; NR * cols];
+        loop {
+            let item = next.fetch_add(1, Ordering::Relaxed);
+            if item >= items {
+                break;
+            }
+            // Panel-major within a chunk: consecutive items share the chunk's tokens.
+            let (c, p) = (item / panels, item % panels);
+            let nr = NR.min(rows - p * NR);
+            for j in 0..NR {
+                let r = p * NR + j;
+                let row = (j < nr).then(|| &w[2 * r * cols..2 * (r + 1) * cols]);
+                for k in 0..cols {
+                    panel[k * NR + j] = row.map_or(0.0, |b| {
+                        half::f16::from_bits(u16::from_le_bytes([b[2 * k], b[2 * k + 1]])).to_f32()
+                    });
+                }
+            }
+            let tokens = c * F16_TOKEN_CHUNK..((c + 1) * F16_TOKEN_CHUNK).min(n_tok);
+            // SAFETY: rows `tokens`, columns p·NR..p·NR+nr of `out` belong to this item alone;
+            // `x` holds n_tok rows of `cols`; the kernel's features were detected.
+            unsafe { panel_tiles(isa, &panel, nr, cols, x, tokens, out_ptr.0.add(p * NR), rows) };
+        }
+    };
+    if items <= 1 {
+        job(0);
+    } else {
+        pool.run(&job);
+    }
+    true
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -472,5 +537,34 @@ mod tests {
         assert!(product_serial(whole.panels().cols(13..50), &x, n_tok, &mut a, 40));
         assert!(product_serial(part.panels(), &x, n_tok, &mut b, 40));
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn f16_product_matches_f64_dots() {
+        if !available() {
+            return;
+        }
+        let pool = ThreadPool::new(2);
+        // Rows not a multiple of 32; tokens over two chunks and one.
+        for (rows, cols, n_tok) in [(70, 48, 900), (32, 64, 5)] {
+            let w: Vec<half::f16> = (0..rows * cols)
+                .map(|i| half::f16::from_f32(((i * 37 % 101) as f32 - 50.0) / 64.0))
+                .collect();
+            let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let x: Vec<f32> = (0..n_tok * cols)
+                .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+                .collect();
+            let mut out = vec![f32::NAN; n_tok * rows];
+            assert!(product_f16(&pool, &bytes, rows, cols, &x, n_tok, &mut out));
+            for t in 0..n_tok {
+                for r in 0..rows {
+                    let want: f64 = (0..cols)
+                        .map(|k| w[r * cols + k].to_f64() * x[t * cols + k] as f64)
+                        .sum();
+                    let got = out[t * rows + r] as f64;
+                    assert!((got - want).abs() < 1e-4, "[{t}][{r}]: {got} vs {want}");
+                }
+            }
+        }
     }
 }

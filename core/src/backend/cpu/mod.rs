@@ -76,6 +76,10 @@ pub struct CpuBackend {
 
 /// Products of at least this many rows with f32 weights use the packed GEMM.
 const GEMM_MIN_ROWS: usize = 4;
+/// Products of at least this many rows with f16 weights go through the same GEMM, each panel
+/// converted to f32 per chunk of tokens (for fewer rows the row kernels, which read the f16
+/// weights directly, convert less).
+const F16_GEMM_MIN_ROWS: usize = 64;
 
 /// A step's RoPE table and what it depends on besides the positions.
 type RopeKey = ((u32, usize, Option<u32>), Vec<(f32, f32)>);
@@ -376,6 +380,13 @@ impl CpuBackend {
                         if gemm_f32::product(&self.pool, p, buf(x), node.rows, out) {
                             return Ok(());
                         }
+                    }
+                }
+                if node.rows >= F16_GEMM_MIN_ROWS && cw.ty == GgmlType::F16 {
+                    let v = cw.view();
+                    let (x, n) = (buf(x), node.rows);
+                    if gemm_f32::product_f16(&self.pool, v.data, v.rows, v.cols, x, n, out) {
+                        return Ok(());
                     }
                 }
                 let mut act = std::mem::take(&mut self.act);
