@@ -129,7 +129,10 @@ const BIAS: i32 = 1 << (PRECISION_BITS - 1);
 #[inline(always)]
 fn horizontal_body(src: &[u8], in_w: usize, h: usize, out_w: usize, t: &Taps) -> Vec<u8> {
     let mut out = vec![0u8; out_w * h * 3];
-    for (row, orow) in src.chunks_exact(in_w * 3).zip(out.chunks_exact_mut(out_w * 3)) {
+    for (row, orow) in src
+        .chunks_exact(in_w * 3)
+        .zip(out.chunks_exact_mut(out_w * 3))
+    {
         for (x, o) in orow.chunks_exact_mut(3).enumerate() {
             let k = &t.weights[x * t.stride..x * t.stride + t.count[x]];
             // The taps' pixels as one slice, walked in step with the weights: no index

@@ -366,7 +366,10 @@ mod tests {
                 .fold(0f64, f64::max);
             assert!(worst < 2e-6, "largest difference {worst:e}");
             assert!(
-                got[..3 * 80].iter().chain(&got[(n - 2) * 80..]).all(|&x| x == 0.0),
+                got[..3 * 80]
+                    .iter()
+                    .chain(&got[(n - 2) * 80..])
+                    .all(|&x| x == 0.0),
                 "rows outside the span are untouched"
             );
         }
@@ -436,7 +439,12 @@ mod tests {
             let want = reference(&q, &k, &v, s, span);
             let rows = span.start as usize * 128..(span.start + span.len) as usize * 128;
             for i in rows {
-                assert!((out[i] as f64 - want[i]).abs() < 2e-6, "{i}: {} vs {}", out[i], want[i]);
+                assert!(
+                    (out[i] as f64 - want[i]).abs() < 2e-6,
+                    "{i}: {} vs {}",
+                    out[i],
+                    want[i]
+                );
             }
         }
     }

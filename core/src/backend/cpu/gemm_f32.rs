@@ -315,7 +315,18 @@ pub fn product_f16(
             let tokens = c * F16_TOKEN_CHUNK..((c + 1) * F16_TOKEN_CHUNK).min(n_tok);
             // SAFETY: rows `tokens`, columns p·NR..p·NR+nr of `out` belong to this item alone;
             // `x` holds n_tok rows of `cols`; the kernel's features were detected.
-            unsafe { panel_tiles(isa, &panel, nr, cols, x, tokens, out_ptr.0.add(p * NR), rows) };
+            unsafe {
+                panel_tiles(
+                    isa,
+                    &panel,
+                    nr,
+                    cols,
+                    x,
+                    tokens,
+                    out_ptr.0.add(p * NR),
+                    rows,
+                )
+            };
         }
     };
     if items <= 1 {
@@ -526,15 +537,29 @@ mod tests {
         let whole = pack(&w, rows, cols);
         let part = pack(&w[32 * cols..77 * cols], 45, cols);
         let (mut a, mut b) = (vec![0f32; n_tok * 45], vec![1f32; n_tok * 45]);
-        assert!(product_serial(whole.panels().rows(32..77), &x, n_tok, &mut a, 45));
+        assert!(product_serial(
+            whole.panels().rows(32..77),
+            &x,
+            n_tok,
+            &mut a,
+            45
+        ));
         assert!(product_serial(part.panels(), &x, n_tok, &mut b, 45));
         assert_eq!(a, b);
         // Transposed: 70 rows of 40 → 40 rows of 70 columns; take columns 13..50.
-        let t: Vec<f32> = (0..70 * 40).map(|i| ((i * 29 % 83) as f32 - 41.0) / 50.0).collect();
+        let t: Vec<f32> = (0..70 * 40)
+            .map(|i| ((i * 29 % 83) as f32 - 41.0) / 50.0)
+            .collect();
         let whole = pack_transposed(&t, 70, 40, 40);
         let part = pack_transposed(&t[13 * 40..50 * 40], 37, 40, 40);
         let (mut a, mut b) = (vec![0f32; n_tok * 40], vec![1f32; n_tok * 40]);
-        assert!(product_serial(whole.panels().cols(13..50), &x, n_tok, &mut a, 40));
+        assert!(product_serial(
+            whole.panels().cols(13..50),
+            &x,
+            n_tok,
+            &mut a,
+            40
+        ));
         assert!(product_serial(part.panels(), &x, n_tok, &mut b, 40));
         assert_eq!(a, b);
     }

@@ -529,7 +529,15 @@ impl CpuBackend {
                     head_dim: *head_dim,
                     scale: *scale,
                 };
-                encoder_attn::encoder_attention(&self.pool, buf(q), buf(k), buf(v), shape, spans, out);
+                encoder_attn::encoder_attention(
+                    &self.pool,
+                    buf(q),
+                    buf(k),
+                    buf(v),
+                    shape,
+                    spans,
+                    out,
+                );
             }
             Op::Pool { x, spans, mode } => {
                 encoder::pool_rows(buf(x), node.cols, spans, *mode, out);

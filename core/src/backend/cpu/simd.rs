@@ -282,7 +282,10 @@ mod tests {
             }
         }
         // Measured 0.7 units in the last place (2^-23 relative each).
-        assert!(worst < 2.0 * f32::EPSILON as f64, "worst relative error {worst:e}");
+        assert!(
+            worst < 2.0 * f32::EPSILON as f64,
+            "worst relative error {worst:e}"
+        );
         // The sum, over a softmax-like row (scores up to 12 below the maximum).
         let mut row: Vec<f32> = (0..1003).map(|i| (i as f32 * 0.91).sin() * 6.0).collect();
         let want: f64 = row.iter().map(|&x| (x as f64 - 6.0).exp()).sum();
@@ -315,7 +318,10 @@ mod tests {
         super::soft_cap(&mut out, &x, 30.0);
         for (&v, &o) in x.iter().zip(&out) {
             let want = 30.0 * (v as f64 / 30.0).tanh();
-            assert!((o as f64 - want).abs() <= 4e-7 * want.abs(), "{v}: {o} vs {want}");
+            assert!(
+                (o as f64 - want).abs() <= 4e-7 * want.abs(),
+                "{v}: {o} vs {want}"
+            );
         }
     }
 }

@@ -160,14 +160,19 @@ mod tests {
     #[wasm_bindgen_test]
     fn simd128_exp_sum_and_max_equal_portable_bits() {
         for n in [0usize, 1, 3, 4, 15, 16, 17, 64, 77, 130, 1000] {
-            let mut a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 60.0 - 30.0).collect();
+            let mut a: Vec<f32> = (0..n)
+                .map(|i| (i as f32 * 0.37).sin() * 60.0 - 30.0)
+                .collect();
             if n > 20 {
                 a[5] = -200.0;
                 a[17] = f32::NEG_INFINITY;
                 a[19] = 95.0;
             }
             let (mut y1, mut y2) = (a.clone(), a.clone());
-            let (s1, s2) = (super::exp_sum(&mut y1, 1.5), super::super::exp_sum_lanes(&mut y2, 1.5));
+            let (s1, s2) = (
+                super::exp_sum(&mut y1, 1.5),
+                super::super::exp_sum_lanes(&mut y2, 1.5),
+            );
             assert_eq!(s1.to_bits(), s2.to_bits(), "exp_sum n={n}: {s1} vs {s2}");
             let bits = |y: &[f32]| y.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&y1), bits(&y2), "exp n={n}");
