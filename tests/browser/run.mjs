@@ -97,8 +97,9 @@ const kqDir = mkdtempSync(join(tmpdir(), "weft-kquant-"));
 process.on("exit", () => rmSync(kqDir, { recursive: true, force: true }));
 const kquants = KQUANTS.map((type) => {
   const path = join(kqDir, `${type.toLowerCase()}.gguf`);
+  // stderr piped (the progress bar), so a failure's error message carries it.
   execFileSync(bin, ["quantize", model, path, type, "--pure", "--allow-requantize", "--models-dir", kqDir],
-    { stdio: ["ignore", "ignore", "inherit"] });
+    { stdio: ["ignore", "ignore", "pipe"] });
   const want = JSON.parse(execFileSync(bin, ["run", "--model", path, "--backend", "cpu", "--raw",
     "--prompt", PROMPT, "--temperature", "0", "--max-tokens", String(KQ_N), "--ignore-eos", "--json"],
     { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim().split("\n").pop());

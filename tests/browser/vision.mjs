@@ -10,8 +10,7 @@
 //  2. WebGPU (SwiftShader): Gemma 3's encoder on WebGPU (SigLIP, AvgPool2d, projector): its
 //     embeddings against the native ones. With WEFT_VISION_GPU_STEPS=N, also the chat on
 //     WebGPU for N steps against the native tokens (off by default: SwiftShader takes ~6
-//     minutes for the 271-position prompt, and its tokens do not match yet — see
-//     docs/vision.md).
+//     minutes for the 271-position prompt).
 // Prints one JSON line of figures at the end. Exit code 0 = pass.
 //
 // Env: WEFT_MODEL, WEFT_MMPROJ, WEFT_IMAGE (paths), WEFT_VISION_EXPECT ({tokens, margins,

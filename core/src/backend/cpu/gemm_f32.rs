@@ -6,7 +6,8 @@
 //! the whole dot product. Threads take (token block, panel) items from a shared counter.
 //!
 //! Each output is one sequential f32 sum over `k` (fused multiply-adds), so results do not
-//! depend on the thread count. Only x86-64 with AVX2+FMA or AVX-512F; elsewhere (and for one
+//! depend on the thread count. f16 weights go through the same kernel, each work item
+//! converting its panel to f32 ([`product_f16`]). Only x86-64 with AVX2+FMA or AVX-512F; elsewhere (and for one
 //! row) the caller keeps its dot-product loop.
 
 // Off x86-64 the kernels are compiled out and `product` always declines.
@@ -113,16 +114,68 @@ pub fn pack_transposed(w: &[f32], rows: usize, cols: usize, stride: usize) -> Pa
     }
 }
 
+/// A part of a [`Packed`] weight that is itself a packed weight: a run of its panels, and
+/// within them a run of its columns (a tile of keys or of the keys' values, in attention).
+#[derive(Clone, Copy)]
+pub struct Panels<'a> {
+    /// From the first float of the view: panel `p` starts `p · stride` floats in.
+    data: &'a [f32],
+    rows: usize,
+    cols: usize,
+    /// Floats from one panel to the next (the whole weight's `NR · cols`).
+    stride: usize,
+}
+
+impl Packed {
+    /// The whole weight as a view.
+    pub fn panels(&self) -> Panels<'_> {
+        Panels {
+            data: &self.data,
+            rows: self.rows,
+            cols: self.cols,
+            stride: NR * self.cols,
+        }
+    }
+}
+
+impl<'a> Panels<'a> {
+    /// Weight rows `r` (starting on a panel boundary: a multiple of 32).
+    pub fn rows(self, r: std::ops::Range<usize>) -> Self {
+        assert!(r.start.is_multiple_of(NR) && r.start <= r.end && r.end <= self.rows);
+        let at = (r.start / NR * self.stride).min(self.data.len());
+        Panels {
+            data: &self.data[at..],
+            rows: r.len(),
+            ..self
+        }
+    }
+
+    /// Columns `c` of every row.
+    pub fn cols(self, c: std::ops::Range<usize>) -> Self {
+        assert!(c.start <= c.end && c.end <= self.cols);
+        Panels {
+            data: &self.data[c.start * NR..],
+            cols: c.len(),
+            ..self
+        }
+    }
+
+    /// Panel `p`'s `cols · NR` floats.
+    fn panel(&self, p: usize) -> &'a [f32] {
+        &self.data[p * self.stride..p * self.stride + self.cols * NR]
+    }
+}
+
 /// [`product`] on the calling thread alone (a product inside another op's work item), with
-/// `out`'s rows `ldo` apart; only the packed weight's `rows` columns of each row are written.
-pub fn product_serial(w: &Packed, x: &[f32], n_tok: usize, out: &mut [f32], ldo: usize) -> bool {
+/// `out`'s rows `ldo` apart; only the weight's `rows` columns of each row are written.
+pub fn product_serial(w: Panels, x: &[f32], n_tok: usize, out: &mut [f32], ldo: usize) -> bool {
     let Some(isa) = isa() else {
         return false;
     };
     let (rows, cols) = (w.rows, w.cols);
     assert!(x.len() >= n_tok * cols && (n_tok == 0 || out.len() >= (n_tok - 1) * ldo + rows));
     for p in 0..rows.div_ceil(NR) {
-        let panel = &w.data[p * NR * cols..(p + 1) * NR * cols];
+        let panel = w.panel(p);
         let nr = NR.min(rows - p * NR);
         // SAFETY: the assert above bounds rows 0..n_tok of `out` (nr ≤ rows columns from p·NR)
         // and of `x`; the kernel's features were detected.
@@ -199,6 +252,81 @@ pub fn product(pool: &ThreadPool, w: &Packed, x: &[f32], n_tok: usize, out: &mut
             // SAFETY: rows `tokens`, columns p·NR..p·NR+nr of `out` belong to this item alone;
             // `x` holds n_tok rows of `cols`; the kernel's features were detected.
             unsafe { panel_tiles(isa, panel, nr, cols, x, tokens, out_ptr.0.add(p * NR), rows) };
+        }
+    };
+    if items <= 1 {
+        job(0);
+    } else {
+        pool.run(&job);
+    }
+    true
+}
+
+/// Tokens per work item of [`product_f16`]: an item converts its panel from f16 once, then runs
+/// this many tokens through it, so the conversion is a small share of its work.
+const F16_TOKEN_CHUNK: usize = 8 * TOKEN_BLOCK;
+
+/// [`product`] for a row-major `rows × cols` weight of f16 (`w`: little-endian bytes, as the
+/// file has them): each work item (token chunk, panel) converts its 32 rows to an f32 panel
+/// of its own, so no f32 copy of the weight is kept. The products are those of f32 weights
+/// (f16 to f32 is exact); false (nothing written) when this CPU has no kernel or `w` is
+/// shorter than its shape.
+#[allow(clippy::too_many_arguments)]
+pub fn product_f16(
+    pool: &ThreadPool,
+    w: &[u8],
+    rows: usize,
+    cols: usize,
+    x: &[f32],
+    n_tok: usize,
+    out: &mut [f32],
+) -> bool {
+    let Some(isa) = isa() else {
+        return false;
+    };
+    if w.len() < 2 * rows * cols {
+        return false; // a short weight: the caller's own path reports it
+    }
+    assert!(x.len() >= n_tok * cols && out.len() >= n_tok * rows);
+    let panels = rows.div_ceil(NR);
+    let items = panels * n_tok.div_ceil(F16_TOKEN_CHUNK);
+    let next = AtomicUsize::new(0);
+    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let job = |_: usize| {
+        let out_ptr = &out_ptr;
+        let mut panel = vec![0f32; NR * cols];
+        loop {
+            let item = next.fetch_add(1, Ordering::Relaxed);
+            if item >= items {
+                break;
+            }
+            // Panel-major within a chunk: consecutive items share the chunk's tokens.
+            let (c, p) = (item / panels, item % panels);
+            let nr = NR.min(rows - p * NR);
+            for j in 0..NR {
+                let r = p * NR + j;
+                let row = (j < nr).then(|| &w[2 * r * cols..2 * (r + 1) * cols]);
+                for k in 0..cols {
+                    panel[k * NR + j] = row.map_or(0.0, |b| {
+                        half::f16::from_bits(u16::from_le_bytes([b[2 * k], b[2 * k + 1]])).to_f32()
+                    });
+                }
+            }
+            let tokens = c * F16_TOKEN_CHUNK..((c + 1) * F16_TOKEN_CHUNK).min(n_tok);
+            // SAFETY: rows `tokens`, columns p·NR..p·NR+nr of `out` belong to this item alone;
+            // `x` holds n_tok rows of `cols`; the kernel's features were detected.
+            unsafe {
+                panel_tiles(
+                    isa,
+                    &panel,
+                    nr,
+                    cols,
+                    x,
+                    tokens,
+                    out_ptr.0.add(p * NR),
+                    rows,
+                )
+            };
         }
     };
     if items <= 1 {
@@ -380,7 +508,7 @@ mod tests {
             .collect();
         let packed = pack_strided(&w[8..], rows, cols, stride, 0.5);
         let mut out = vec![f32::NAN; (n_tok - 1) * ldo + rows];
-        assert!(product_serial(&packed, &x, n_tok, &mut out, ldo));
+        assert!(product_serial(packed.panels(), &x, n_tok, &mut out, ldo));
         for t in 0..n_tok {
             for r in 0..rows {
                 let want: f64 = (0..cols)
@@ -388,6 +516,79 @@ mod tests {
                     .sum();
                 let got = out[t * ldo + r] as f64;
                 assert!((got - want).abs() < 1e-3, "[{t}][{r}]: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn views_multiply_as_their_own_weights() {
+        if !available() {
+            return;
+        }
+        // Keys 32..77 of a 90-row weight, and columns 13..50 of a transposed 70-column one,
+        // each against an explicit copy of the same part packed on its own.
+        let (rows, cols, n_tok) = (90, 24, 11);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+            .collect();
+        let x: Vec<f32> = (0..n_tok * 64)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+            .collect();
+        let whole = pack(&w, rows, cols);
+        let part = pack(&w[32 * cols..77 * cols], 45, cols);
+        let (mut a, mut b) = (vec![0f32; n_tok * 45], vec![1f32; n_tok * 45]);
+        assert!(product_serial(
+            whole.panels().rows(32..77),
+            &x,
+            n_tok,
+            &mut a,
+            45
+        ));
+        assert!(product_serial(part.panels(), &x, n_tok, &mut b, 45));
+        assert_eq!(a, b);
+        // Transposed: 70 rows of 40 → 40 rows of 70 columns; take columns 13..50.
+        let t: Vec<f32> = (0..70 * 40)
+            .map(|i| ((i * 29 % 83) as f32 - 41.0) / 50.0)
+            .collect();
+        let whole = pack_transposed(&t, 70, 40, 40);
+        let part = pack_transposed(&t[13 * 40..50 * 40], 37, 40, 40);
+        let (mut a, mut b) = (vec![0f32; n_tok * 40], vec![1f32; n_tok * 40]);
+        assert!(product_serial(
+            whole.panels().cols(13..50),
+            &x,
+            n_tok,
+            &mut a,
+            40
+        ));
+        assert!(product_serial(part.panels(), &x, n_tok, &mut b, 40));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn f16_product_matches_f64_dots() {
+        if !available() {
+            return;
+        }
+        let pool = ThreadPool::new(2);
+        // Rows not a multiple of 32; tokens over two chunks and one.
+        for (rows, cols, n_tok) in [(70, 48, 900), (32, 64, 5)] {
+            let w: Vec<half::f16> = (0..rows * cols)
+                .map(|i| half::f16::from_f32(((i * 37 % 101) as f32 - 50.0) / 64.0))
+                .collect();
+            let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let x: Vec<f32> = (0..n_tok * cols)
+                .map(|i| ((i * 53 % 89) as f32 - 44.0) / 32.0)
+                .collect();
+            let mut out = vec![f32::NAN; n_tok * rows];
+            assert!(product_f16(&pool, &bytes, rows, cols, &x, n_tok, &mut out));
+            for t in 0..n_tok {
+                for r in 0..rows {
+                    let want: f64 = (0..cols)
+                        .map(|k| w[r * cols + k].to_f64() * x[t * cols + k] as f64)
+                        .sum();
+                    let got = out[t * rows + r] as f64;
+                    assert!((got - want).abs() < 1e-4, "[{t}][{r}]: {got} vs {want}");
+                }
             }
         }
     }

@@ -4,6 +4,7 @@
 mod attention;
 mod attn_kernels;
 mod encoder;
+mod encoder_attn;
 mod gemm_f32;
 mod grid_pool;
 mod matmul;
@@ -75,6 +76,10 @@ pub struct CpuBackend {
 
 /// Products of at least this many rows with f32 weights use the packed GEMM.
 const GEMM_MIN_ROWS: usize = 4;
+/// Products of at least this many rows with f16 weights go through the same GEMM, each panel
+/// converted to f32 per chunk of tokens (for fewer rows the row kernels, which read the f16
+/// weights directly, convert less).
+const F16_GEMM_MIN_ROWS: usize = 64;
 
 /// A step's RoPE table and what it depends on besides the positions.
 type RopeKey = ((u32, usize, Option<u32>), Vec<(f32, f32)>);
@@ -377,6 +382,13 @@ impl CpuBackend {
                         }
                     }
                 }
+                if node.rows >= F16_GEMM_MIN_ROWS && cw.ty == GgmlType::F16 {
+                    let v = cw.view();
+                    let (x, n) = (buf(x), node.rows);
+                    if gemm_f32::product_f16(&self.pool, v.data, v.rows, v.cols, x, n, out) {
+                        return Ok(());
+                    }
+                }
                 let mut act = std::mem::take(&mut self.act);
                 let r = matmul::matmul(&self.pool, &cw.view(), buf(x), node.rows, out, &mut act);
                 self.act = act;
@@ -470,7 +482,7 @@ impl CpuBackend {
             Op::Add { a, b } => zip2(out, buf(a), buf(b), |x, y| x + y),
             Op::Mul { a, b } => zip2(out, buf(a), buf(b), |x, y| x * y),
             Op::Scale { x, s } => map1(out, buf(x), |v| v * s),
-            Op::SoftCap { x, cap } => map1(out, buf(x), |v| cap * (v / cap).tanh()),
+            Op::SoftCap { x, cap } => simd::soft_cap(out, buf(x), *cap),
             Op::Gelu { x } => map1(out, buf(x), ops::gelu),
             Op::Silu { x } => map1(out, buf(x), ops::silu),
             Op::GeGlu { gate, up } => zip2(out, buf(gate), buf(up), |g, u| ops::gelu(g) * u),
@@ -511,13 +523,21 @@ impl CpuBackend {
                 scale,
                 spans,
             } => {
-                let shape = encoder::AttnShape {
+                let shape = encoder_attn::AttnShape {
                     n_head: *n_head,
                     n_head_kv: *n_head_kv,
                     head_dim: *head_dim,
                     scale: *scale,
                 };
-                encoder::encoder_attention(&self.pool, buf(q), buf(k), buf(v), shape, spans, out);
+                encoder_attn::encoder_attention(
+                    &self.pool,
+                    buf(q),
+                    buf(k),
+                    buf(v),
+                    shape,
+                    spans,
+                    out,
+                );
             }
             Op::Pool { x, spans, mode } => {
                 encoder::pool_rows(buf(x), node.cols, spans, *mode, out);
