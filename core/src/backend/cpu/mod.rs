@@ -442,12 +442,40 @@ impl CpuBackend {
                 n_rot,
                 base,
                 sections,
-                vision,
+                kind,
                 positions,
             } => {
                 out.copy_from_slice(buf(x));
-                let table = ops::rope_multi_table(positions, *n_rot, *base, *sections, *vision);
-                ops::rope_apply(out, node.cols, &table, *head_dim, *n_rot, true);
+                let table = ops::rope_multi_table(positions, *n_rot, *base, *sections, *kind);
+                let neox = *kind != super::MultiRope::Video;
+                ops::rope_apply(out, node.cols, &table, *head_dim, *n_rot, neox);
+            }
+            Op::AddRow { x, row } => {
+                let r = buf(row);
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(node.cols))
+                {
+                    zip2(o, xr, r, |a, b| a + b);
+                }
+            }
+            Op::MulRow { x, row } => {
+                let r = buf(row);
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(node.cols))
+                {
+                    zip2(o, xr, r, |a, b| a * b);
+                }
+            }
+            Op::SliceCols { x, start } => {
+                let in_cols = graph.shape(*x).1;
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(in_cols))
+                {
+                    o.copy_from_slice(&xr[*start..*start + node.cols]);
+                }
             }
             Op::KvStore { kv, layer, k, v } => {
                 let (k, v) = (k.0 as usize, v.0 as usize);
@@ -522,6 +550,7 @@ impl CpuBackend {
                 head_dim,
                 scale,
                 spans,
+                keys,
             } => {
                 let shape = encoder_attn::AttnShape {
                     n_head: *n_head,
@@ -536,6 +565,7 @@ impl CpuBackend {
                     buf(v),
                     shape,
                     spans,
+                    keys.as_deref(),
                     out,
                 );
             }
