@@ -15,6 +15,7 @@ pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
 pub mod wan_dit;
+mod wan_dit_weights;
 mod wan_rope;
 pub mod wan_vae;
 mod wan_vae_blocks;
