@@ -11,16 +11,17 @@
 mod video_files;
 mod wgpu_support;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use video_files::{max_abs_diff, relative_error, Run};
 use weft_core::backend::cpu::CpuBackend;
 use weft_core::backend::wgpu::WgpuOptions;
 use weft_core::backend::Backend;
+use weft_core::diffusion::wan_convert::convert_dit;
 use weft_core::diffusion::wan_dit::{WanDit, WanDitConfig};
+use weft_core::diffusion::wan_names::open_diffusers_dit;
 use weft_core::diffusion::{classifier_free_guidance, Expert, SchedulerSpec};
-use weft_core::gguf::ModelFile;
+use weft_core::quantize::FileType;
 
 /// The bound on one transformer evaluation.
 const STEP_TOLERANCE: f64 = 1e-4;
@@ -46,15 +47,8 @@ fn backend(on: On) -> Option<Box<dyn Backend>> {
 
 /// The transformer of a diffusers folder, loaded into `backend`.
 fn load(folder: &str, backend: &mut dyn Backend) -> WanDit {
-    let dir = video_files::data(folder);
-    let config = WanDitConfig::from_json(&dir.join("config.json"))
-        .unwrap_or_else(|e| panic!("{folder}: {e}"));
-    WanDit::load(config, &dit_file(&dir), backend).unwrap_or_else(|e| panic!("{folder}: {e}"))
-}
-
-/// A diffusers transformer folder's weights under the GGUF names.
-fn dit_file(dir: &Path) -> Arc<ModelFile> {
-    Arc::new(interim::open(dir))
+    WanDit::load_diffusers(&video_files::data(folder), backend)
+        .unwrap_or_else(|e| panic!("{folder}: {e}"))
 }
 
 /// `[frames, height, width]` of a `[1, C, T, H, W]` tensor.
@@ -287,101 +281,49 @@ fn bad_input_is_an_error() {
     // A transformer's weights checked against another config: a shape differs, by name.
     let i2v = WanDitConfig::from_json(&video_files::data("tiny-wan/i2v/transformer/config.json"))
         .unwrap();
-    let t2v_file = dit_file(&video_files::data("tiny-wan/t2v/transformer"));
-    let e = WanDit::load(i2v, &t2v_file, b)
+    let t2v_file = open_diffusers_dit(&video_files::data("tiny-wan/t2v/transformer")).unwrap();
+    let e = WanDit::load(i2v, &Arc::new(t2v_file), b)
         .err()
         .expect("a shape mismatch");
     assert!(e.to_string().contains("patch_embedding.weight"), "{e}");
 }
 
-/// Until the name map of `wan_names.rs` lands: a diffusers folder's F32 tensors written into
-/// an in-memory GGUF under the agreed GGUF names.
-mod interim {
-    use std::path::Path;
-
-    use safetensors::SafeTensors;
-    use weft_core::dtype::GgmlType;
-    use weft_core::gguf::{write_gguf, ModelFile, TensorToWrite};
-
-    fn rename(n: &str) -> String {
-        let top = [
-            (
-                "condition_embedder.text_embedder.linear_1",
-                "text_embedding.0",
-            ),
-            (
-                "condition_embedder.text_embedder.linear_2",
-                "text_embedding.2",
-            ),
-            (
-                "condition_embedder.time_embedder.linear_1",
-                "time_embedding.0",
-            ),
-            (
-                "condition_embedder.time_embedder.linear_2",
-                "time_embedding.2",
-            ),
-            ("condition_embedder.time_proj", "time_projection.1"),
-            ("proj_out", "head.head"),
-            ("scale_shift_table", "head.modulation"),
-        ];
-        for (d, g) in top {
-            if let Some(rest) = n.strip_prefix(d) {
-                return format!("{g}{rest}");
-            }
+/// The same transformer converted to GGUF files (city96's layout; as stored, and Q8_0 where
+/// a matrix takes it) and loaded from them: as stored, the prediction is the diffusers
+/// folder's bit for bit; Q8_0 weights run through the quant kernels, close to diffusers.
+#[test]
+fn gguf_files_give_the_prediction() {
+    let run = Run::open("t2v-unipc");
+    let noise = run.tensor("noise");
+    let prompt = run.tensor("prompt_embeds").data;
+    let want = run.tensor("step0_cond").data;
+    let dir = video_files::data("tiny-wan/t2v/transformer");
+    let tmp = std::env::temp_dir().join(format!("weft-video-dit-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cpu = CpuBackend::new(2);
+    let folder = load("tiny-wan/t2v/transformer", &mut cpu);
+    let g = grid(&noise.shape);
+    let from_folder = folder
+        .forward(&mut cpu, &noise.data, g, 999.0, &prompt)
+        .unwrap();
+    for (target, bound) in [(None, 0.0), (Some(FileType::Q8_0), 2e-2)] {
+        let path = tmp.join(format!("dit-{target:?}.gguf"));
+        convert_dit(&dir, "tiny", target, &path, &mut |_, _, _| true).unwrap();
+        let dit = WanDit::load_gguf(&path, &mut cpu).unwrap();
+        assert_eq!(dit.config, folder.config);
+        let ours = dit
+            .forward(&mut cpu, &noise.data, g, 999.0, &prompt)
+            .unwrap();
+        let (to_folder, to_ref) = (
+            relative_error(&ours, &from_folder),
+            relative_error(&ours, &want),
+        );
+        eprintln!("GGUF {target:?}: relative error {to_folder:.3e} to the folder's, {to_ref:.3e} to diffusers");
+        if target.is_none() {
+            assert_eq!(ours, from_folder);
+        } else {
+            assert!(to_folder > 0.0 && to_ref <= bound, "{to_ref:e}");
         }
-        if let Some(rest) = n.strip_prefix("blocks.") {
-            let (i, part) = rest.split_once('.').unwrap();
-            let blk = [
-                ("attn1.to_q", "self_attn.q"),
-                ("attn1.to_k", "self_attn.k"),
-                ("attn1.to_v", "self_attn.v"),
-                ("attn1.to_out.0", "self_attn.o"),
-                ("attn1.norm_q", "self_attn.norm_q"),
-                ("attn1.norm_k", "self_attn.norm_k"),
-                ("attn2.to_q", "cross_attn.q"),
-                ("attn2.to_k", "cross_attn.k"),
-                ("attn2.to_v", "cross_attn.v"),
-                ("attn2.to_out.0", "cross_attn.o"),
-                ("attn2.norm_q", "cross_attn.norm_q"),
-                ("attn2.norm_k", "cross_attn.norm_k"),
-                ("norm2", "norm3"),
-                ("ffn.net.0.proj", "ffn.0"),
-                ("ffn.net.2", "ffn.2"),
-                ("scale_shift_table", "modulation"),
-            ];
-            for (d, g) in blk {
-                if let Some(rest) = part.strip_prefix(d) {
-                    return format!("blocks.{i}.{g}{rest}");
-                }
-            }
-        }
-        n.to_string()
     }
-
-    pub fn open(dir: &Path) -> ModelFile {
-        let bytes = std::fs::read(dir.join("diffusion_pytorch_model.safetensors")).unwrap();
-        let st = SafeTensors::deserialize(&bytes).unwrap();
-        let mut held = Vec::new();
-        for (name, view) in st.tensors() {
-            assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
-            let mut dims: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
-            // The 5-D patch kernel, folded to 4-D (this reader's limit; same values).
-            while dims.len() > 4 {
-                let d0 = dims.remove(0);
-                dims[0] *= d0;
-            }
-            held.push((rename(&name), dims, view.data().to_vec()));
-        }
-        let list: Vec<TensorToWrite> = held
-            .iter()
-            .map(|(name, dims, data)| TensorToWrite {
-                name,
-                dims,
-                ty: GgmlType::F32,
-                data,
-            })
-            .collect();
-        ModelFile::from_vec(write_gguf(&[], &list, 32)).unwrap()
-    }
+    let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use super::files::{read_config, ModelFileError};
 use super::wan_dit_weights::{self as weights, padded, Attn, DitWeights, Lin};
+use super::wan_gguf::open_dit;
+use super::wan_names::open_diffusers_dit;
 use super::wan_rope::{axis_dims, timestep_sinusoid};
 use crate::backend::{Backend, Graph, MultiRope, Readback, SeqSpan, StepBatch, TensorId};
 use crate::gguf::ModelFile;
@@ -161,6 +163,31 @@ impl WanDit {
     ) -> Result<Self, WanDitError> {
         let w = weights::load(&config, file, backend)?;
         Ok(WanDit { config, w })
+    }
+
+    /// Loads a diffusers `transformer/` folder (config.json and the safetensors weights, seen
+    /// under the GGUF names in place: [`open_diffusers_dit`]).
+    pub fn load_diffusers(dir: &Path, backend: &mut dyn Backend) -> Result<Self, WanDitError> {
+        let config = WanDitConfig::from_json(&dir.join("config.json"))?;
+        let file = Arc::new(open_diffusers_dit(dir)?);
+        Self::load(config, &file, backend)
+    }
+
+    /// Loads a Wan DiT GGUF file (city96's layout, the config inferred from its shapes:
+    /// [`open_dit`]); quantized tensors stay quantized. Wan 2.1 I2V's image cross-attention
+    /// is refused by name.
+    pub fn load_gguf(path: &Path, backend: &mut dyn Backend) -> Result<Self, WanDitError> {
+        let (file, info) = open_dit(path)?;
+        if let Some(d) = info.image_dim {
+            return Err(WanDitError::Config {
+                path: path.display().to_string(),
+                message: format!(
+                    "image features of width {d} (the image cross-attention of Wan 2.1 I2V) \
+                     are not supported"
+                ),
+            });
+        }
+        Self::load(info.config, &Arc::new(file), backend)
     }
 
     /// The model's prediction (the flow velocity), `[out_channels, frames, height, width]`,
