@@ -156,7 +156,12 @@ pub(super) struct Recorder<'a> {
     quantized: std::collections::HashMap<(u32, u32), (wgpu::Buffer, wgpu::Buffer)>,
     /// The node being recorded.
     current: usize,
+    /// `Op::RopeMulti` tables uploaded this step, by (positions' address, rotated dims, base
+    /// bits, sections, kind): every layer rotates by the same table.
+    multi_tables: std::collections::HashMap<MultiKey, wgpu::Buffer>,
 }
+
+type MultiKey = (usize, usize, u32, [u32; 4], crate::backend::MultiRope);
 
 impl<'a> Recorder<'a> {
     /// Starts a step: uploads the batch's tokens, positions, sequence slots and attention ends.
@@ -214,6 +219,7 @@ impl<'a> Recorder<'a> {
             row_per_invocation,
             quantized: Default::default(),
             current: 0,
+            multi_tables: Default::default(),
         })
     }
 
@@ -686,17 +692,31 @@ impl<'a> Recorder<'a> {
                 kind,
                 positions,
             } => {
-                // The CPU backend's angles, formed on the host.
-                let table = crate::backend::cpu::ops::rope_multi_table(
-                    positions, *n_rot, *base, *sections, *kind,
+                // The CPU backend's angles, formed on the host once per step.
+                let key = (
+                    positions.as_ptr() as usize,
+                    *n_rot,
+                    base.to_bits(),
+                    *sections,
+                    *kind,
                 );
+                let t = match self.multi_tables.get(&key) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let table = crate::backend::cpu::ops::rope_multi_table(
+                            positions, *n_rot, *base, *sections, *kind,
+                        );
+                        let flat: Vec<f32> = table.iter().flat_map(|&(c, s)| [c, s]).collect();
+                        let t = super::weights::storage_with(
+                            &self.gpu.device,
+                            "rope table",
+                            bytemuck::cast_slice(&flat),
+                        );
+                        self.multi_tables.insert(key, t.clone());
+                        t
+                    }
+                };
                 let interleaved = u32::from(*kind == crate::backend::MultiRope::Video);
-                let flat: Vec<f32> = table.iter().flat_map(|&(c, s)| [c, s]).collect();
-                let t = super::weights::storage_with(
-                    &self.gpu.device,
-                    "rope table",
-                    bytemuck::cast_slice(&flat),
-                );
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
                 let n = rows * cols;
