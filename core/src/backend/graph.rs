@@ -216,8 +216,8 @@ pub enum Op {
     /// vision tower's 2-D RoPE), NeoX pairs `(i, i + n_rot/2)` over the leading `n_rot`
     /// elements of each head. Pair `i` belongs to section `s` of `sections` (counted in pairs,
     /// cycling over their sum) and turns by `positions[row][s]` times a frequency:
-    /// - text (`vision` false): `base^(-2i/n_rot)`, as llama.cpp's `GGML_ROPE_TYPE_MROPE`;
-    /// - vision (`vision` true): the exponent restarts in each section,
+    /// - text ([`MultiRope::Text`]): `base^(-2i/n_rot)`, as llama.cpp's `GGML_ROPE_TYPE_MROPE`;
+    /// - vision ([`MultiRope::Vision`]): the exponent restarts in each section,
     ///   `base^(-2(i - start)/(n_rot/2))`, as `GGML_ROPE_TYPE_VISION` (n_rot = head size).
     ///
     /// A text row whose components are all equal turns exactly as [`Op::Rope`] with NeoX.
