@@ -514,3 +514,57 @@ fn reference_readers_agree(out: &Path, t2v: &Path) {
     assert_eq!(te["metadata"]["tokens"].as_array().unwrap().len(), 190);
     assert_eq!(te["metadata"]["tokenizer.ggml.model"], "t5");
 }
+
+#[test]
+fn wan21_image_cross_attention_is_read_from_its_tensors() {
+    // No tiny Wan 2.1 I2V ships; its extra tensors are added to the t2v DiT (copies of
+    // same-shaped ones, image_dim = dim), as a Wan 2.1 I2V file names them.
+    let out = scratch("wan21-i2v");
+    convert("tiny-wan/t2v", &out, None);
+    let i2v = out.join("i2v21.gguf");
+    let all = |_: &str| true;
+    rewrite(&out.join("t2v.gguf"), &i2v, &all, &|n, d| {
+        let mut v = vec![(n.to_string(), d.to_vec())];
+        let add = |v: &mut Vec<(String, Vec<u64>)>, name: String| v.push((name, d.to_vec()));
+        if let Some(block) = n.strip_suffix(".cross_attn.k.weight") {
+            add(&mut v, format!("{block}.cross_attn.k_img.weight"));
+            add(&mut v, format!("{block}.cross_attn.v_img.weight"));
+        }
+        if let Some(block) = n.strip_suffix(".cross_attn.k.bias") {
+            add(&mut v, format!("{block}.cross_attn.k_img.bias"));
+            add(&mut v, format!("{block}.cross_attn.v_img.bias"));
+        }
+        if let Some(block) = n.strip_suffix(".cross_attn.norm_k.weight") {
+            add(&mut v, format!("{block}.cross_attn.norm_k_img.weight"));
+        }
+        if n == "blocks.0.self_attn.q.weight" {
+            add(&mut v, "img_emb.proj.1.weight".into());
+            add(&mut v, "img_emb.proj.3.weight".into());
+        }
+        if n == "blocks.0.self_attn.q.bias" {
+            for p in [
+                "0.weight", "0.bias", "1.bias", "3.bias", "4.weight", "4.bias",
+            ] {
+                add(&mut v, format!("img_emb.proj.{p}"));
+            }
+        }
+        v
+    });
+    let (_, info) = open_dit(&i2v).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(info.image_dim, Some(32));
+    assert_eq!(info.image_pos_len, None);
+    // Without one block's image keys the file is inconsistent, and says which.
+    let broken = out.join("broken.gguf");
+    rewrite(&i2v, &broken, &all, &|n, d| {
+        if n == "blocks.1.cross_attn.v_img.weight" {
+            vec![]
+        } else {
+            vec![(n.to_string(), d.to_vec())]
+        }
+    });
+    let e = open_dit(&broken).err().expect("opened").to_string();
+    assert!(
+        e.contains("blocks.1.cross_attn.v_img.weight is missing"),
+        "{e}"
+    );
+}
