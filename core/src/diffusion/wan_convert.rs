@@ -382,6 +382,10 @@ pub fn convert_vae(
             message: e.to_string(),
         })
         .and_then(|_| {
+            // The crate creates the file owner-only; give it the source's permissions.
+            if let Ok(m) = std::fs::metadata(&src.files[0]) {
+                let _ = std::fs::set_permissions(&part, m.permissions());
+            }
             std::fs::rename(&part, out).map_err(|e| ModelFileError::Io {
                 path: out.display().to_string(),
                 message: e.to_string(),
