@@ -162,7 +162,12 @@ fn bad_tensor_infos_are_rejected() {
     let cases: Vec<(Vec<u64>, GgmlType, &[u8], &str)> = vec![
         (vec![10], GgmlType::Q8_0, &data[..34], "not a multiple"),
         (vec![64], GgmlType::Q8_0, &data[..34], "data of tensor"),
-        (vec![1, 1, 1, 1, 1], GgmlType::F32, &data[..4], "dimensions"),
+        (
+            vec![1, 1, 1, 1, 1, 1],
+            GgmlType::F32,
+            &data[..4],
+            "dimensions",
+        ),
         (vec![u64::MAX, 2], GgmlType::F32, &data[..4], "overflow"),
     ];
     for (dims, ty, d, expect) in cases {

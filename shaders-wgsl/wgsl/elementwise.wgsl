@@ -1,7 +1,8 @@
 // Element-wise ops on f32 tensors: out[i] = f(a[i], b[i]). One kernel, the op chosen by
 // `p.op` (uniform across the dispatch, so there is no divergence):
 //   0 add, 1 mul, 2 scale (a·s), 3 soft-cap (s·tanh(a/s)), 4 GELU, 5 SiLU,
-//   6 GeGLU (gelu(a)·b), 7 SwiGLU (silu(a)·b), 8 bias (a + b[i mod cols]), 9 GELU with erf.
+//   6 GeGLU (gelu(a)·b), 7 SwiGLU (silu(a)·b), 8 bias or row (a + b[i mod cols]), 9 GELU with
+//   erf, 10 row product (a · b[i mod cols]: a diffusion transformer's modulation).
 // Unary ops bind `a` as `b` too. Invocations are spread over x and y (dispatch limits).
 
 struct Params {
@@ -81,6 +82,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 6u: { r = gelu(x) * b[i]; }
         case 7u: { r = silu(x) * b[i]; }
         case 9u: { r = gelu_erf(x); }
+        case 10u: { r = x * b[i % p.cols]; }
         default: { r = x + b[i % p.cols]; }
     }
     out[i] = r;

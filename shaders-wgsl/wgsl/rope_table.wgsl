@@ -1,7 +1,8 @@
 // Rotary embedding by a table of angles given per row (`Op::RopeMulti`: Qwen2-VL's M-RoPE and
 // its vision tower's 2-D RoPE). The host forms each row's (cos, sin) per rotated pair exactly as
 // the CPU backend does, so only the rotation runs here: NeoX pairs (i, i + n_rot/2) of each
-// head, elements past n_rot copied. The rotation's products are kept apart from its sums
+// head, or with `interleaved` the pairs (2i, 2i + 1) (Wan's video RoPE); elements past n_rot
+// copied. The rotation's products are kept apart from its sums
 // (`keep`), as the CPU rounds them.
 
 struct Params {
@@ -11,7 +12,7 @@ struct Params {
     n_rot: u32,
     stride_y: u32,
     zero: u32, // 0, unknown to the compiler
-    pad0: u32,
+    interleaved: u32,
     pad1: u32,
 }
 
@@ -37,9 +38,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let half = p.n_rot / 2u;
-    let i = k % half;
-    let first = k < half;
-    let partner = select(e - half, e + half, first);
+    var i = k % half;
+    var first = k < half;
+    var partner = select(e - half, e + half, first);
+    if (p.interleaved != 0u) {
+        i = k / 2u;
+        first = k % 2u == 0u;
+        partner = select(e - 1u, e + 1u, first);
+    }
     let cs = table[row * half + i];
     let c = cs.x;
     let s = cs.y;

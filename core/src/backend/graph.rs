@@ -42,6 +42,17 @@ pub enum PoolMode {
     Last,
 }
 
+/// How [`Op::RopeMulti`] forms its frequencies and pairs (see there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MultiRope {
+    /// Qwen2-VL's M-RoPE of text rows (llama.cpp's `GGML_ROPE_TYPE_MROPE`).
+    Text,
+    /// Qwen2-VL's vision tower (`GGML_ROPE_TYPE_VISION`).
+    Vision,
+    /// Wan's 3-D rotary embedding of video patches.
+    Video,
+}
+
 /// One operation. Shapes are checked when the node is added.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -166,6 +177,10 @@ pub enum Op {
     /// Bidirectional attention of an encoder: each row of a span attends to the span's valid
     /// rows of `k`/`v` (this step's own rows; no cache). Query heads share key/value heads in
     /// groups. Output: `rows × n_head·head_dim`.
+    ///
+    /// With `keys` (cross-attention, e.g. a DiT's video rows over its text rows), `k`/`v` are
+    /// another row set: the rows of span `i` attend to the `valid` first rows of `keys[i]`
+    /// in `k`/`v` instead of their own span's.
     EncoderAttention {
         q: TensorId,
         k: TensorId,
@@ -175,6 +190,7 @@ pub enum Op {
         head_dim: usize,
         scale: f32,
         spans: Vec<SeqSpan>,
+        keys: Option<Vec<SeqSpan>>,
     },
     /// One row per span: its valid rows reduced by `mode`.
     Pool {
@@ -200,20 +216,43 @@ pub enum Op {
     /// vision tower's 2-D RoPE), NeoX pairs `(i, i + n_rot/2)` over the leading `n_rot`
     /// elements of each head. Pair `i` belongs to section `s` of `sections` (counted in pairs,
     /// cycling over their sum) and turns by `positions[row][s]` times a frequency:
-    /// - text (`vision` false): `base^(-2i/n_rot)`, as llama.cpp's `GGML_ROPE_TYPE_MROPE`;
-    /// - vision (`vision` true): the exponent restarts in each section,
+    /// - text ([`MultiRope::Text`]): `base^(-2i/n_rot)`, as llama.cpp's `GGML_ROPE_TYPE_MROPE`;
+    /// - vision ([`MultiRope::Vision`]): the exponent restarts in each section,
     ///   `base^(-2(i - start)/(n_rot/2))`, as `GGML_ROPE_TYPE_VISION` (n_rot = head size).
     ///
     /// A text row whose components are all equal turns exactly as [`Op::Rope`] with NeoX.
+    ///
+    /// - video ([`MultiRope::Video`], Wan's DiT): pairs `(2i, 2i+1)` (not NeoX); each section
+    ///   (`[frame, row, column, 0]` pairs, no cycling) restarts the exponent and divides by its
+    ///   own width, `base^(-2(i - start)/(2·sections[s]))`; angles and their cos / sin are
+    ///   formed in f64 and rounded to f32 (as diffusers' `WanRotaryPosEmbed`).
     RopeMulti {
         x: TensorId,
         head_dim: usize,
         n_rot: usize,
         base: f32,
         sections: [u32; 4],
-        vision: bool,
+        kind: MultiRope,
         /// One `[t, h, w, e]` per row.
         positions: Arc<[[u32; 4]]>,
+    },
+    /// `x` with one row `row` (a `1 × cols` tensor) added to every row (a diffusion
+    /// transformer's modulation shift, computed in the graph from the timestep).
+    AddRow {
+        x: TensorId,
+        row: TensorId,
+    },
+    /// `x` with every row multiplied element-wise by one row `row` (`1 × cols`): adaLN's
+    /// `1 + scale` and the gates of a diffusion transformer.
+    MulRow {
+        x: TensorId,
+        row: TensorId,
+    },
+    /// Columns `start..start + node cols` of every row of `x` (one of the modulation vectors
+    /// a timestep projection makes side by side).
+    SliceCols {
+        x: TensorId,
+        start: usize,
     },
 }
 
@@ -238,7 +277,9 @@ impl Op {
             | GeluErf { x }
             | Pool { x, .. }
             | AvgPool2d { x, .. }
-            | RopeMulti { x, .. } => vec![*x],
+            | RopeMulti { x, .. }
+            | SliceCols { x, .. } => vec![*x],
+            AddRow { x, row } | MulRow { x, row } => vec![*x, *row],
             Input { .. } => vec![],
             KvStore { k, v, .. } => vec![*k, *v],
             EncoderAttention { q, k, v, .. } => vec![*q, *k, *v],
@@ -567,6 +608,58 @@ impl Graph {
             head_dim,
             scale,
             spans,
+            keys: None,
+        };
+        self.push(op, rows, n_head * head_dim)
+    }
+
+    /// Cross-attention ([`Op::EncoderAttention`] with `keys`): the rows of `spans[i]` of `q`
+    /// attend to the valid rows of `keys[i]` of `k`/`v`, another row set. Both span lists are
+    /// checked as [`encoder_attention`](Self::encoder_attention)'s, against their tensors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn cross_attention(
+        &mut self,
+        q: TensorId,
+        k: TensorId,
+        v: TensorId,
+        n_head: usize,
+        n_head_kv: usize,
+        head_dim: usize,
+        scale: f32,
+        spans: Vec<SeqSpan>,
+        keys: Vec<SeqSpan>,
+    ) -> TensorId {
+        let (rows, qc) = self.shape(q);
+        let kv_rows = self.shape(k).0;
+        assert_eq!(qc, n_head * head_dim, "cross_attention: query width");
+        for t in [k, v] {
+            assert_eq!(
+                self.shape(t),
+                (kv_rows, n_head_kv * head_dim),
+                "cross_attention: keys and values"
+            );
+        }
+        assert!(
+            n_head_kv > 0 && n_head.is_multiple_of(n_head_kv),
+            "cross_attention: head groups"
+        );
+        assert_eq!(
+            spans.len(),
+            keys.len(),
+            "cross_attention: one key span per span"
+        );
+        check_spans(&spans, rows);
+        check_spans(&keys, kv_rows);
+        let op = Op::EncoderAttention {
+            q,
+            k,
+            v,
+            n_head,
+            n_head_kv,
+            head_dim,
+            scale,
+            spans,
+            keys: Some(keys),
         };
         self.push(op, rows, n_head * head_dim)
     }
@@ -615,7 +708,7 @@ impl Graph {
         n_rot: usize,
         base: f32,
         sections: [u32; 4],
-        vision: bool,
+        kind: MultiRope,
         positions: Arc<[[u32; 4]]>,
     ) -> TensorId {
         let (rows, cols) = self.shape(x);
@@ -628,16 +721,47 @@ impl Graph {
             sections.iter().any(|&s| s > 0),
             "rope_multi: every section is empty"
         );
+        if kind == MultiRope::Video {
+            assert_eq!(
+                sections.iter().sum::<u32>() as usize * 2,
+                n_rot,
+                "rope_multi: video sections must cover the rotated pairs"
+            );
+        }
         let op = Op::RopeMulti {
             x,
             head_dim,
             n_rot,
             base,
             sections,
-            vision,
+            kind,
             positions,
         };
         self.push(op, rows, cols)
+    }
+
+    /// `x` plus the one row `row` on every row ([`Op::AddRow`]).
+    pub fn add_row(&mut self, x: TensorId, row: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        assert_eq!(self.shape(row), (1, c), "add_row: the row's shape");
+        self.push(Op::AddRow { x, row }, r, c)
+    }
+
+    /// `x` times the one row `row` on every row ([`Op::MulRow`]).
+    pub fn mul_row(&mut self, x: TensorId, row: TensorId) -> TensorId {
+        let (r, c) = self.shape(x);
+        assert_eq!(self.shape(row), (1, c), "mul_row: the row's shape");
+        self.push(Op::MulRow { x, row }, r, c)
+    }
+
+    /// Columns `start..start + len` of every row of `x` ([`Op::SliceCols`]).
+    pub fn slice_cols(&mut self, x: TensorId, start: usize, len: usize) -> TensorId {
+        let (r, c) = self.shape(x);
+        assert!(
+            len > 0 && start + len <= c,
+            "slice_cols: columns out of range"
+        );
+        self.push(Op::SliceCols { x, start }, r, len)
     }
 }
 

@@ -22,7 +22,7 @@ pub mod wgpu;
 use std::sync::Arc;
 
 pub use block_table::{copy_plan, copy_runs, BlockTables, CopyRun, KV_BLOCK, NO_BLOCK};
-pub use graph::{Graph, Node, Op, PoolMode, RowEmbeddings, RowIndex, SeqSpan, TensorId};
+pub use graph::{Graph, MultiRope, Node, Op, PoolMode, RowEmbeddings, RowIndex, SeqSpan, TensorId};
 pub use pending::{PendingStep, StepFuture};
 pub use registry::{
     BackendFactory, BackendOptions, BackendRegistry, CpuFactory, Probe, WgpuFactory,

@@ -10,15 +10,24 @@
 //! be checked against diffusers step by step.
 
 mod files;
+mod gguf_out;
 pub mod guidance;
 pub mod noise;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
+pub mod umt5_names;
+mod umt5_vocab;
+pub mod wan_convert;
 pub mod wan_dit;
+mod wan_dit_weights;
+pub mod wan_files;
+pub mod wan_gguf;
+pub mod wan_names;
 mod wan_rope;
 pub mod wan_vae;
 mod wan_vae_blocks;
+pub mod wan_vae_names;
 
 pub use files::ModelFileError;
 pub use guidance::{classifier_free_guidance, Expert, ExpertSwitch};
@@ -27,5 +36,7 @@ pub use scheduler::{
     UniPcConfig,
 };
 pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
+pub use wan_gguf::{open_dit, WanDitInfo};
+pub use wan_names::open_diffusers_dit;
 pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
 pub use wan_vae_blocks::Clip;

@@ -1,11 +1,7 @@
-//! Wan's diffusion transformer (`WanTransformer3DModel` in diffusers), loaded from a diffusers
-//! `transformer/` folder (config.json + diffusion_pytorch_model.safetensors) and run in f32 on
-//! the CPU, one latent video (batch 1) per call.
-//!
-//! Why plain f32 loops and not a backend graph yet: this is the exact reference the graph
-//! version will be checked against, and it runs the tiny test models; the real 1.3B / 14B
-//! models need the graph (3-D RoPE and per-token modulation ops) and bf16 weights used in
-//! place.
+//! Wan's diffusion transformer (`WanTransformer3DModel` in diffusers) as a graph on the
+//! backend trait, one latent video (batch 1) per call: weights from a `ModelFile` under the
+//! GGUF names (`wan_dit_weights.rs`), the patches unfolded on the host, one graph per
+//! forward, the output unpatchified on the host.
 //!
 //! Facts followed (diffusers 0.37's transformer_wan.py, see tests/data/video/README.md):
 //! patches (conv3d with kernel = stride) become tokens in frame, row, column order; the
@@ -16,11 +12,19 @@
 //! the head split; the output norm is modulated by `scale_shift_table + temb`.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use super::files::{read_config, ModelFileError, WeightFile, Weights};
+use super::files::{read_config, ModelFileError};
+use super::wan_dit_weights::{self as weights, padded, Attn, DitWeights, Lin};
+use super::wan_gguf::open_dit;
+use super::wan_names::open_diffusers_dit;
+use super::wan_rope::{axis_dims, timestep_sinusoid};
+use crate::backend::{Backend, Graph, MultiRope, Readback, SeqSpan, StepBatch, TensorId};
+use crate::gguf::ModelFile;
+use crate::model::vision::siglip::gelu_f32;
 
-use super::umt5::{add_in_place, gelu_tanh, linear, softmax_in_place};
-use super::wan_rope::{timestep_sinusoid, Rope};
+/// Wan's rotary base.
+const ROPE_BASE: f32 = 10000.0;
 
 /// What can go wrong loading or running it (the error of every diffusion component).
 pub type WanDitError = ModelFileError;
@@ -138,162 +142,67 @@ impl WanDitConfig {
         self.num_heads * self.head_dim
     }
 
-    fn patch_volume(&self) -> usize {
+    pub(super) fn patch_volume(&self) -> usize {
         self.patch_size.iter().product()
     }
 }
 
-/// A linear layer with bias, `[out, in]` weight row-major as stored.
-struct Linear {
-    weight: Vec<f32>,
-    bias: Vec<f32>,
-    n_in: usize,
-    n_out: usize,
-}
-
-impl Linear {
-    fn apply(&self, x: &[f32]) -> Vec<f32> {
-        let rows = x.len() / self.n_in;
-        let mut out = linear(x, &self.weight, rows, self.n_in, self.n_out);
-        for row in out.chunks_exact_mut(self.n_out) {
-            add_in_place(row, &self.bias);
-        }
-        out
-    }
-}
-
-/// One attention of a block: projections and the q / k RMS-norm weights.
-struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    out: Linear,
-    norm_q: Vec<f32>,
-    norm_k: Vec<f32>,
-}
-
-struct Block {
-    /// `[6, dim]`: shift, scale, gate, c_shift, c_scale, c_gate.
-    modulation: Vec<f32>,
-    self_attn: Attention,
-    /// `norm2`'s weight and bias when `cross_attn_norm`.
-    cross_norm: Option<(Vec<f32>, Vec<f32>)>,
-    cross_attn: Attention,
-    ffn_in: Linear,
-    ffn_out: Linear,
-}
-
-/// A loaded Wan transformer.
+/// A Wan transformer loaded into a backend.
 pub struct WanDit {
     pub config: WanDitConfig,
-    patch: Linear,
-    time_1: Linear,
-    time_2: Linear,
-    time_proj: Linear,
-    text_1: Linear,
-    text_2: Linear,
-    blocks: Vec<Block>,
-    /// `[2, dim]`: shift, scale of the output norm.
-    out_modulation: Vec<f32>,
-    proj_out: Linear,
-}
-
-impl Weights<'_> {
-    /// `name.weight` of shape `weight_shape` (its product over the rest is the input width)
-    /// and `name.bias` of `n_out` values.
-    fn linear_shaped(&self, name: &str, weight_shape: &[usize]) -> Result<Linear, WanDitError> {
-        let n_out = weight_shape[0];
-        let n_in = weight_shape[1..].iter().product();
-        Ok(Linear {
-            weight: self.get(&format!("{name}.weight"), weight_shape)?,
-            bias: self.get(&format!("{name}.bias"), &[n_out])?,
-            n_in,
-            n_out,
-        })
-    }
-
-    fn linear(&self, name: &str, n_in: usize, n_out: usize) -> Result<Linear, WanDitError> {
-        self.linear_shaped(name, &[n_out, n_in])
-    }
-
-    fn attention(&self, name: &str, dim: usize) -> Result<Attention, WanDitError> {
-        Ok(Attention {
-            q: self.linear(&format!("{name}.to_q"), dim, dim)?,
-            k: self.linear(&format!("{name}.to_k"), dim, dim)?,
-            v: self.linear(&format!("{name}.to_v"), dim, dim)?,
-            out: self.linear(&format!("{name}.to_out.0"), dim, dim)?,
-            norm_q: self.get(&format!("{name}.norm_q.weight"), &[dim])?,
-            norm_k: self.get(&format!("{name}.norm_k.weight"), &[dim])?,
-        })
-    }
+    w: DitWeights,
 }
 
 impl WanDit {
-    /// Loads `dir` (a diffusers `transformer/` folder: config.json and
-    /// diffusion_pytorch_model.safetensors).
-    pub fn load(dir: &Path) -> Result<Self, WanDitError> {
+    /// Loads the DiT weights of `file` (tensors under the GGUF names, see `wan_names.rs`)
+    /// into `backend`, each checked against `config`'s shapes.
+    pub fn load(
+        config: WanDitConfig,
+        file: &Arc<ModelFile>,
+        backend: &mut dyn Backend,
+    ) -> Result<Self, WanDitError> {
+        let w = weights::load(&config, file, backend)?;
+        Ok(WanDit { config, w })
+    }
+
+    /// Loads a diffusers `transformer/` folder (config.json and the safetensors weights, seen
+    /// under the GGUF names in place: [`open_diffusers_dit`]).
+    pub fn load_diffusers(dir: &Path, backend: &mut dyn Backend) -> Result<Self, WanDitError> {
         let config = WanDitConfig::from_json(&dir.join("config.json"))?;
-        let path = dir.join("diffusion_pytorch_model.safetensors");
-        let file = WeightFile::read(&path)?;
-        let w = file.tensors()?;
-        let c = &config;
-        let dim = c.dim();
-        let [pt, ph, pw] = c.patch_size;
-        let patch = w.linear_shaped("patch_embedding", &[dim, c.in_channels, pt, ph, pw])?;
-        let ce = "condition_embedder";
-        let time_1 = w.linear(&format!("{ce}.time_embedder.linear_1"), c.freq_dim, dim)?;
-        let time_2 = w.linear(&format!("{ce}.time_embedder.linear_2"), dim, dim)?;
-        let time_proj = w.linear(&format!("{ce}.time_proj"), dim, 6 * dim)?;
-        let text_1 = w.linear(&format!("{ce}.text_embedder.linear_1"), c.text_dim, dim)?;
-        let text_2 = w.linear(&format!("{ce}.text_embedder.linear_2"), dim, dim)?;
-        let mut blocks = Vec::with_capacity(c.num_layers);
-        for i in 0..c.num_layers {
-            let b = format!("blocks.{i}");
-            let cross_norm = if c.cross_attn_norm {
-                Some((
-                    w.get(&format!("{b}.norm2.weight"), &[dim])?,
-                    w.get(&format!("{b}.norm2.bias"), &[dim])?,
-                ))
-            } else {
-                None
-            };
-            blocks.push(Block {
-                modulation: w.get(&format!("{b}.scale_shift_table"), &[1, 6, dim])?,
-                self_attn: w.attention(&format!("{b}.attn1"), dim)?,
-                cross_norm,
-                cross_attn: w.attention(&format!("{b}.attn2"), dim)?,
-                ffn_in: w.linear(&format!("{b}.ffn.net.0.proj"), dim, c.ffn_dim)?,
-                ffn_out: w.linear(&format!("{b}.ffn.net.2"), c.ffn_dim, dim)?,
+        let file = Arc::new(open_diffusers_dit(dir)?);
+        Self::load(config, &file, backend)
+    }
+
+    /// Loads a Wan DiT GGUF file (city96's layout, the config inferred from its shapes:
+    /// [`open_dit`]); quantized tensors stay quantized. Wan 2.1 I2V's image cross-attention
+    /// is refused by name.
+    pub fn load_gguf(path: &Path, backend: &mut dyn Backend) -> Result<Self, WanDitError> {
+        let (file, info) = open_dit(path)?;
+        if let Some(d) = info.image_dim {
+            return Err(WanDitError::Config {
+                path: path.display().to_string(),
+                message: format!(
+                    "image features of width {d} (the image cross-attention of Wan 2.1 I2V) \
+                     are not supported"
+                ),
             });
         }
-        let out_modulation = w.get("scale_shift_table", &[1, 2, dim])?;
-        let proj_out = w.linear("proj_out", dim, c.out_channels * c.patch_volume())?;
-        Ok(WanDit {
-            config,
-            patch,
-            time_1,
-            time_2,
-            time_proj,
-            text_1,
-            text_2,
-            blocks,
-            out_modulation,
-            proj_out,
-        })
+        Self::load(info.config, &Arc::new(file), backend)
     }
 
     /// The model's prediction (the flow velocity), `[out_channels, frames, height, width]`,
     /// for `latents` `[in_channels, frames, height, width]` at `timestep`, conditioned on
-    /// `text` (rows of `text_dim` values: the text encoder's output, padding rows included).
+    /// `text` (rows of `text_dim` values: the text encoder's output, padding rows included),
+    /// computed on `backend` (the one the weights were loaded into).
     pub fn forward(
         &self,
+        backend: &mut dyn Backend,
         latents: &[f32],
         [frames, height, width]: [usize; 3],
         timestep: f32,
         text: &[f32],
     ) -> Result<Vec<f32>, WanDitError> {
         let c = &self.config;
-        let dim = c.dim();
         let [pt, ph, pw] = c.patch_size;
         let want = c.in_channels * frames * height * width;
         if want == 0 || latents.len() != want {
@@ -328,46 +237,162 @@ impl WanDit {
                 "timestep {timestep} is not finite"
             )));
         }
+        let n = grid.iter().product::<usize>();
+        let g = self.graph(latents, [frames, height, width], grid, timestep, text);
+        let tokens = vec![0u32; n];
+        let positions: Vec<u32> = (0..n as u32).collect();
+        let batch = StepBatch {
+            tokens: &tokens,
+            positions: &positions,
+            seqs: &tokens,
+        };
+        let out = backend
+            .execute(&g, &batch)
+            .map_err(|e| WanDitError::Input(format!("running the transformer: {e}")))?;
+        match out.into_iter().next() {
+            Some(Readback::F32 { data, .. }) => Ok(self.unpatchify(&data, grid)),
+            _ => Err(WanDitError::Input(
+                "the backend returned no prediction".into(),
+            )),
+        }
+    }
 
-        let mut x = self
-            .patch
-            .apply(&self.patchify(latents, [frames, height, width]));
+    /// The forward graph: one row per patch token.
+    fn graph(
+        &self,
+        latents: &[f32],
+        size: [usize; 3],
+        grid: [usize; 3],
+        timestep: f32,
+        text: &[f32],
+    ) -> Graph {
+        let c = &self.config;
+        let w = &self.w;
+        let dim = c.dim();
+        let n = grid.iter().product::<usize>();
+        let mut g = Graph::new(n);
+        let patch_cols = padded(c.in_channels * c.patch_volume());
+        let x = g.input(self.patchify(latents, size).into(), n, patch_cols);
+        let mut x = lin(&mut g, w.patch, x);
 
-        // Conditioning: temb for the output norm, its projection for the blocks.
-        let mut h = self.time_1.apply(&timestep_sinusoid(timestep, c.freq_dim));
-        h.iter_mut().for_each(|v| *v = silu(*v));
-        let temb = self.time_2.apply(&h);
-        let silu_temb: Vec<f32> = temb.iter().map(|&v| silu(v)).collect();
-        let time_mod = self.time_proj.apply(&silu_temb);
-        let mut ctx = self.text_1.apply(text);
-        ctx.iter_mut().for_each(|v| *v = gelu_tanh(*v));
-        let ctx = self.text_2.apply(&ctx);
+        // Conditioning: temb for the output norm, its projection's six parts for the blocks.
+        let ts = g.input(
+            timestep_sinusoid(timestep, c.freq_dim).into(),
+            1,
+            c.freq_dim,
+        );
+        let h = lin(&mut g, w.time_1, ts);
+        let h = g.silu(h);
+        let temb = lin(&mut g, w.time_2, h);
+        let st = g.silu(temb);
+        let time_mod = lin(&mut g, w.time_proj, st);
+        let parts: Vec<TensorId> = (0..6)
+            .map(|i| g.slice_cols(time_mod, i * dim, dim))
+            .collect();
+        let text_rows = text.len() / c.text_dim;
+        let text_cols = padded(c.text_dim);
+        let ctx = g.input(
+            pad_rows(text, c.text_dim, text_cols).into(),
+            text_rows,
+            text_cols,
+        );
+        let ctx = lin(&mut g, w.text_1, ctx);
+        let ctx = gelu_f32(&mut g, ctx);
+        let ctx = lin(&mut g, w.text_2, ctx);
+        let ones = g.input(vec![1f32; dim].into(), 1, dim);
 
-        let rope = Rope::new(c.head_dim, grid);
-        for block in &self.blocks {
-            self.block(block, &mut x, &ctx, &time_mod, &rope);
+        let rope = Rope3d::new(c.head_dim, grid);
+        for b in &w.blocks {
+            let m: Vec<TensorId> = (0..6)
+                .map(|i| g.add_bias(parts[i], b.modulation[i]))
+                .collect();
+            let h = self.modulated_norm(&mut g, x, m[1], m[0], ones);
+            let a = self.attention(&mut g, &b.self_attn, h, h, Some(&rope));
+            let a = g.mul_row(a, m[2]);
+            x = g.add(x, a);
+            let h = match b.cross_norm {
+                Some((nw, nb)) => g.layer_norm(x, Some(nw), Some(nb), c.eps),
+                None => x,
+            };
+            let a = self.attention(&mut g, &b.cross_attn, h, ctx, None);
+            x = g.add(x, a);
+            let h = self.modulated_norm(&mut g, x, m[4], m[3], ones);
+            let f = lin(&mut g, b.ffn_in, h);
+            let f = gelu_f32(&mut g, f);
+            let f = lin(&mut g, b.ffn_out, f);
+            let f = g.mul_row(f, m[5]);
+            x = g.add(x, f);
         }
 
-        // Output norm modulated by scale_shift_table + temb, then the patch projection.
-        let m: Vec<f32> = self
-            .out_modulation
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| s + temb[i % dim])
-            .collect();
-        let (shift, scale) = m.split_at(dim);
-        let mut n = layer_norm(&x, dim, c.eps, None);
-        modulate(&mut n, scale, shift);
-        let y = self.proj_out.apply(&n);
-        Ok(self.unpatchify(&y, grid))
+        // Output norm modulated by the head's table + temb, then the patch projection.
+        let shift = g.add_bias(temb, w.head_modulation[0]);
+        let scale = g.add_bias(temb, w.head_modulation[1]);
+        let h = self.modulated_norm(&mut g, x, scale, shift, ones);
+        let y = lin(&mut g, w.head, h);
+        g.output(y);
+        g
+    }
+
+    /// `LayerNorm(x) · (1 + scale) + shift` (no affine parameters), scale and shift one row.
+    fn modulated_norm(
+        &self,
+        g: &mut Graph,
+        x: TensorId,
+        scale: TensorId,
+        shift: TensorId,
+        ones: TensorId,
+    ) -> TensorId {
+        let n = g.layer_norm(x, None, None, self.config.eps);
+        let s = g.add(scale, ones);
+        let n = g.mul_row(n, s);
+        g.add_row(n, shift)
+    }
+
+    /// Multi-head attention of the rows of `h` over the rows of `kv`: q / k RMS-normed over
+    /// all heads, then rotated when `rope` is given (self-attention); no mask.
+    fn attention(
+        &self,
+        g: &mut Graph,
+        a: &Attn,
+        h: TensorId,
+        kv: TensorId,
+        rope: Option<&Rope3d>,
+    ) -> TensorId {
+        let c = &self.config;
+        let (dim, hd, heads) = (c.dim(), c.head_dim, c.num_heads);
+        let q = lin(g, a.q, h);
+        let q = g.rms_norm(q, Some(a.norm_q), c.eps, dim);
+        let k = lin(g, a.k, kv);
+        let k = g.rms_norm(k, Some(a.norm_k), c.eps, dim);
+        let v = lin(g, a.v, kv);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let (rows, kv_rows) = (g.shape(q).0, g.shape(k).0);
+        let all = |n: usize| {
+            vec![SeqSpan {
+                start: 0,
+                len: n as u32,
+                valid: n as u32,
+            }]
+        };
+        let out = match rope {
+            Some(r) => {
+                let q = r.apply(g, q);
+                let k = r.apply(g, k);
+                g.encoder_attention(q, k, v, heads, heads, hd, scale, all(rows))
+            }
+            None => g.cross_attention(q, k, v, heads, heads, hd, scale, all(rows), all(kv_rows)),
+        };
+        lin(g, a.o, out)
     }
 
     /// Tokens of `in_channels * patch volume` values, in (frame, row, column) order, laid out
-    /// as the conv3d weight's `[in, pt, ph, pw]`.
+    /// as the conv3d weight's `[in, pt, ph, pw]`, zeros after them up to whole 32-value
+    /// blocks.
     fn patchify(&self, latents: &[f32], [t, h, w]: [usize; 3]) -> Vec<f32> {
         let c = &self.config;
         let [pt, ph, pw] = c.patch_size;
-        let mut out = Vec::with_capacity(latents.len());
+        let cols = c.in_channels * c.patch_volume();
+        let mut out = Vec::with_capacity(padded(cols) * latents.len() / cols);
         for f in 0..t / pt {
             for r in 0..h / ph {
                 for col in 0..w / pw {
@@ -380,6 +405,7 @@ impl WanDit {
                             }
                         }
                     }
+                    out.resize(out.len().next_multiple_of(padded(cols)), 0.0);
                 }
             }
         }
@@ -408,129 +434,59 @@ impl WanDit {
         }
         out
     }
+}
 
-    fn block(&self, b: &Block, x: &mut [f32], ctx: &[f32], time_mod: &[f32], rope: &Rope) {
-        let c = &self.config;
-        let dim = c.dim();
-        let m: Vec<f32> = b
-            .modulation
-            .iter()
-            .zip(time_mod)
-            .map(|(s, t)| s + t)
+/// `x · wᵀ + b`.
+fn lin(g: &mut Graph, l: Lin, x: TensorId) -> TensorId {
+    let y = g.matmul(l.w, x);
+    g.add_bias(y, l.b)
+}
+
+/// Rows of `cols` values from rows of `width` (zeros after).
+fn pad_rows(x: &[f32], width: usize, cols: usize) -> Vec<f32> {
+    if width == cols {
+        return x.to_vec();
+    }
+    let mut out = Vec::with_capacity(x.len() / width * cols);
+    for row in x.chunks_exact(width) {
+        out.extend_from_slice(row);
+        out.resize(out.len() + cols - width, 0.0);
+    }
+    out
+}
+
+/// The 3-D rotary embedding of a token grid: each token's (frame, row, column) and the
+/// head's split into frame / row / column pairs.
+struct Rope3d {
+    head_dim: usize,
+    sections: [u32; 4],
+    positions: Arc<[[u32; 4]]>,
+}
+
+impl Rope3d {
+    fn new(head_dim: usize, [t, h, w]: [usize; 3]) -> Rope3d {
+        let d = axis_dims(head_dim);
+        let positions: Vec<[u32; 4]> = (0..t)
+            .flat_map(|f| (0..h).flat_map(move |r| (0..w).map(move |c| [f, r, c, 0])))
+            .map(|p| p.map(|v| v as u32))
             .collect();
-        let part = |i: usize| &m[i * dim..(i + 1) * dim];
-        let (shift, scale, gate) = (part(0), part(1), part(2));
-        let (c_shift, c_scale, c_gate) = (part(3), part(4), part(5));
-
-        let mut n = layer_norm(x, dim, c.eps, None);
-        modulate(&mut n, scale, shift);
-        let a = self.attention(&b.self_attn, &n, &n, Some(rope));
-        add_gated(x, &a, gate);
-
-        let n = match &b.cross_norm {
-            Some((w, bias)) => layer_norm(x, dim, c.eps, Some((w, bias))),
-            None => x.to_vec(),
-        };
-        let a = self.attention(&b.cross_attn, &n, ctx, None);
-        add_in_place(x, &a);
-
-        let mut n = layer_norm(x, dim, c.eps, None);
-        modulate(&mut n, c_scale, c_shift);
-        let mut f = b.ffn_in.apply(&n);
-        f.iter_mut().for_each(|v| *v = gelu_tanh(*v));
-        let f = b.ffn_out.apply(&f);
-        add_gated(x, &f, c_gate);
-    }
-
-    /// Multi-head attention of the rows of `h` over the rows of `kv`: q / k RMS-normed over
-    /// all heads, then rotated when `rope` is given; no mask.
-    fn attention(&self, a: &Attention, h: &[f32], kv: &[f32], rope: Option<&Rope>) -> Vec<f32> {
-        let c = &self.config;
-        let (dim, hd) = (c.dim(), c.head_dim);
-        let mut q = rms_norm(&a.q.apply(h), &a.norm_q, dim, c.eps);
-        let mut k = rms_norm(&a.k.apply(kv), &a.norm_k, dim, c.eps);
-        let v = a.v.apply(kv);
-        if let Some(rope) = rope {
-            rope.apply(&mut q);
-            rope.apply(&mut k);
-        }
-        let (nq, nk) = (q.len() / dim, k.len() / dim);
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut out = vec![0f32; nq * dim];
-        let mut scores = vec![0f32; nk];
-        for head in 0..c.num_heads {
-            let off = head * hd;
-            for i in 0..nq {
-                let qi = &q[i * dim + off..i * dim + off + hd];
-                for (j, s) in scores.iter_mut().enumerate() {
-                    let kj = &k[j * dim + off..j * dim + off + hd];
-                    *s = qi.iter().zip(kj).fold(0f32, |acc, (a, b)| acc + a * b) * scale;
-                }
-                softmax_in_place(&mut scores);
-                let o = &mut out[i * dim + off..i * dim + off + hd];
-                for (j, &p) in scores.iter().enumerate() {
-                    for (ov, &vv) in o.iter_mut().zip(&v[j * dim + off..j * dim + off + hd]) {
-                        *ov += p * vv;
-                    }
-                }
-            }
-        }
-        a.out.apply(&out)
-    }
-}
-
-fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
-
-/// LayerNorm over rows of `d` (biased variance), with an optional affine `(weight, bias)`.
-fn layer_norm(x: &[f32], d: usize, eps: f32, affine: Option<(&[f32], &[f32])>) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
-    for row in x.chunks_exact(d) {
-        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-        let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
-        let r = (1.0 / (var + eps as f64).sqrt()) as f32;
-        let mean = mean as f32;
-        match affine {
-            Some((w, b)) => out.extend(
-                row.iter()
-                    .zip(w.iter().zip(b))
-                    .map(|(&v, (&w, &b))| (v - mean) * r * w + b),
-            ),
-            None => out.extend(row.iter().map(|&v| (v - mean) * r)),
+        Rope3d {
+            head_dim,
+            sections: [d[0] as u32 / 2, d[1] as u32 / 2, d[2] as u32 / 2, 0],
+            positions: positions.into(),
         }
     }
-    out
-}
 
-/// torch's `RMSNorm`: `x / sqrt(mean(x^2) + eps) * weight`, per row of `d`.
-fn rms_norm(x: &[f32], weight: &[f32], d: usize, eps: f32) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
-    for row in x.chunks_exact(d) {
-        let ms = row.iter().map(|&v| v as f64 * v as f64).sum::<f64>() / d as f64;
-        let r = (1.0 / (ms + eps as f64).sqrt()) as f32;
-        out.extend(row.iter().zip(weight).map(|(&v, &w)| v * r * w));
-    }
-    out
-}
-
-/// `x * (1 + scale) + shift` on every row.
-fn modulate(x: &mut [f32], scale: &[f32], shift: &[f32]) {
-    for row in x.chunks_exact_mut(scale.len()) {
-        for ((v, &s), &b) in row.iter_mut().zip(scale).zip(shift) {
-            *v = *v * (1.0 + s) + b;
-        }
-    }
-}
-
-/// `x += y * gate` on every row.
-fn add_gated(x: &mut [f32], y: &[f32], gate: &[f32]) {
-    for (xr, yr) in x
-        .chunks_exact_mut(gate.len())
-        .zip(y.chunks_exact(gate.len()))
-    {
-        for ((a, &b), &g) in xr.iter_mut().zip(yr).zip(gate) {
-            *a += b * g;
-        }
+    fn apply(&self, g: &mut Graph, x: TensorId) -> TensorId {
+        let (hd, s) = (self.head_dim, self.sections);
+        g.rope_multi(
+            x,
+            hd,
+            hd,
+            ROPE_BASE,
+            s,
+            MultiRope::Video,
+            self.positions.clone(),
+        )
     }
 }

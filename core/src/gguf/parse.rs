@@ -9,7 +9,9 @@ use super::{Gguf, TensorInfo};
 use crate::dtype::GgmlType;
 
 const MAGIC: &[u8; 4] = b"GGUF";
-const MAX_DIMS: u32 = 4;
+// ggml's own limit is 4, but Wan and HunyuanVideo GGUFs (city96's ComfyUI-GGUF files) carry a
+// 5-D conv3d weight (`patch_embedding.weight`) that stable-diffusion.cpp and gguf-py read.
+const MAX_DIMS: u32 = 5;
 const MAX_NESTING: u32 = 8;
 const DEFAULT_ALIGNMENT: u64 = 32;
 

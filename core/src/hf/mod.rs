@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 pub use config::{BertConfig, SentenceConfig};
 pub use weights::gguf_name;
+pub(crate) use weights::map_renamed;
 
 use crate::gguf::{write_gguf, ModelFile, TensorToWrite, Value};
 use crate::model::bert::pool_mode_to_gguf;

@@ -58,6 +58,19 @@ fn ggml_type(d: Dtype) -> Option<GgmlType> {
 /// Maps `path` and describes its BERT tensors under GGUF names, with `metadata` as the
 /// header's key/value pairs.
 pub fn open(path: &Path, metadata: Vec<(String, Value)>) -> Result<ModelFile, HfError> {
+    map_renamed(path, &mut |hf| gguf_name(hf), metadata)
+}
+
+/// Maps the safetensors file `path` and describes it as a GGUF header: each tensor under the
+/// name `rename` gives it (tensors it gives None are left out), pointing at its bytes in the
+/// map (F32, F16 and BF16 only, used in place), with `metadata` as the key/value pairs. Every
+/// converter of a safetensors layout to a GGUF one (BERT here, Wan's diffusers folders in
+/// `diffusion::wan_names`) shares this.
+pub(crate) fn map_renamed(
+    path: &Path,
+    rename: &mut dyn FnMut(&str) -> Option<String>,
+    metadata: Vec<(String, Value)>,
+) -> Result<ModelFile, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::io(path, e))?;
     // SAFETY: read-only map; as with GGUF files, a file truncated underneath us by another
     // process is outside what a reader can defend against.
@@ -79,7 +92,7 @@ pub fn open(path: &Path, metadata: Vec<(String, Value)>) -> Result<ModelFile, Hf
     let infos = meta.tensors();
     let mut tensors = Vec::new();
     for hf_name in meta.offset_keys() {
-        let Some(name) = gguf_name(&hf_name) else {
+        let Some(name) = rename(&hf_name) else {
             continue;
         };
         let info = infos[&hf_name];

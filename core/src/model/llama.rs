@@ -6,7 +6,7 @@
 
 use super::common::{BlockWeights, Loader, ModelInfo};
 use super::{Model, ModelError};
-use crate::backend::{Graph, KvCacheId, KvLayerSpec, TensorId, Weight};
+use crate::backend::{Graph, KvCacheId, KvLayerSpec, MultiRope, TensorId, Weight};
 
 /// Which member of the family: they differ in RoPE layout and attention biases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,8 +173,8 @@ impl Model for Llama {
             let (q, k) = match (self.rope_sections, g.rope_positions.clone()) {
                 (Some(sec), Some(pos)) => {
                     let (r, base) = (self.n_rot, self.rope_base);
-                    let q = g.rope_multi(q, hd, r, base, sec, false, pos.clone());
-                    (q, g.rope_multi(k, hd, r, base, sec, false, pos))
+                    let q = g.rope_multi(q, hd, r, base, sec, MultiRope::Text, pos.clone());
+                    (q, g.rope_multi(k, hd, r, base, sec, MultiRope::Text, pos))
                 }
                 // Without given positions every component is the step position: NeoX RoPE.
                 _ => (

@@ -257,7 +257,15 @@ impl CudaBackend {
                 head_dim,
                 scale,
                 spans,
+                keys,
             } => {
+                if keys.is_some() {
+                    return Err(BackendError::Unsupported(
+                        "the CUDA backend has no cross-attention (encoder attention over \
+                         another row set) yet"
+                            .into(),
+                    ));
+                }
                 if *n_head_kv == 0 || !n_head.is_multiple_of(*n_head_kv) {
                     return Err(BackendError::InvalidStep(format!(
                         "{n_head} query heads over {n_head_kv} key/value heads"
@@ -289,6 +297,13 @@ impl CudaBackend {
                 return Err(BackendError::Unsupported(
                     "the CUDA backend has no vision encoder ops (input rows, 2-D pooling, \
                      multi-component rotary embedding) yet"
+                        .into(),
+                ));
+            }
+            Op::AddRow { .. } | Op::MulRow { .. } | Op::SliceCols { .. } => {
+                return Err(BackendError::Unsupported(
+                    "the CUDA backend has no diffusion-transformer ops (row broadcasts, \
+                     column slices) yet"
                         .into(),
                 ));
             }

@@ -3,6 +3,7 @@
 mod backend_args;
 mod bench;
 mod bounds_args;
+mod convert_video;
 mod devices;
 mod embed;
 mod exec;

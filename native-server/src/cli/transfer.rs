@@ -73,7 +73,11 @@ pub struct ConvertArgs {
     /// *.safetensors (or shards with model.safetensors.index.json), tokenizer files. A
     /// vision-language folder (Idefics3 / SmolVLM, Qwen2.5-VL, Gemma 3) also gives its
     /// projector, mmproj-<output stem>.gguf beside the model (F16; F32 or BF16 with those
-    /// types), as llama.cpp's convert_hf_to_gguf.py --mmproj writes it.
+    /// types), as llama.cpp's convert_hf_to_gguf.py --mmproj writes it. A diffusers Wan
+    /// pipeline folder (model_index.json: WanPipeline, WanImageToVideoPipeline) gives its DiT
+    /// (city96 GGUF layout; two files for a two-expert model), UMT5 encoder (GGUF) and VAE
+    /// (safetensors, Wan's names) in the folder -o names; tensors keep their stored type
+    /// unless --type says otherwise.
     dir: PathBuf,
     /// The result: a .gguf path, or a model name in the store (default: the folder name, in
     /// the store).
@@ -231,6 +235,9 @@ pub fn quantize(a: QuantizeArgs) -> Result<()> {
 }
 
 pub fn convert(a: ConvertArgs) -> Result<()> {
+    if super::convert_video::is_wan_pipeline(&a.dir) {
+        return super::convert_video::convert(&a.dir, a.output.as_deref(), a.r#type.as_deref());
+    }
     let to_store = !a.output.as_deref().is_some_and(looks_like_path);
     if let Some(r) = to_store.then(|| a.store.remote()).transpose()?.flatten() {
         let body = json!({"path": remote::absolute(&a.dir)?, "name": a.output,

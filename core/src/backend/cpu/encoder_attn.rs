@@ -44,7 +44,9 @@ struct KeyValues {
 /// query block) triples taken from a shared counter. Where the f32 GEMM kernel runs, a block's
 /// scores and weighted sums are GEMM products against key tiles packed once per (span,
 /// key/value head), by the first item that needs them; elsewhere they are dot products and
-/// `axpy`s per query row.
+/// `axpy`s per query row. With `keys` (cross-attention), span `i`'s rows attend to the valid
+/// rows of `keys[i]` in `k` / `v` (another row set) instead.
+#[allow(clippy::too_many_arguments)]
 pub fn encoder_attention(
     pool: &ThreadPool,
     q: &[f32],
@@ -52,6 +54,7 @@ pub fn encoder_attention(
     v: &[f32],
     s: AttnShape,
     spans: &[SeqSpan],
+    keys: Option<&[SeqSpan]>,
     out: &mut [f32],
 ) {
     let qc = s.n_head * s.head_dim;
@@ -87,7 +90,7 @@ pub fn encoder_attention(
                 k,
                 v,
                 s,
-                span,
+                keys: keys.map_or(span, |ks| &ks[si]),
                 h,
             };
             let mut write = |r: usize, row: &[f32]| {
@@ -137,7 +140,8 @@ struct Item<'a> {
     k: &'a [f32],
     v: &'a [f32],
     s: AttnShape,
-    span: &'a SeqSpan,
+    /// Where the keys and values lie: the span's own rows, or its key span.
+    keys: &'a SeqSpan,
     h: usize,
 }
 
@@ -151,7 +155,7 @@ impl Item<'_> {
         let kc = self.s.n_head_kv * self.s.head_dim;
         (
             kc,
-            self.span.start as usize * kc + self.kv_head() * self.s.head_dim,
+            self.keys.start as usize * kc + self.kv_head() * self.s.head_dim,
         )
     }
 
@@ -164,7 +168,7 @@ impl Item<'_> {
     /// The span's valid keys times the scale, and its values transposed (so that weights ·
     /// values is a product against a packed weight too).
     fn pack(&self) -> KeyValues {
-        let ((kc, at), hd, valid) = (self.kv_at(), self.s.head_dim, self.span.valid as usize);
+        let ((kc, at), hd, valid) = (self.kv_at(), self.s.head_dim, self.keys.valid as usize);
         KeyValues {
             keys: gemm_f32::pack_strided(&self.k[at..], valid, hd, kc, self.s.scale),
             values: gemm_f32::pack_transposed(&self.v[at..], valid, hd, kc),
@@ -180,7 +184,7 @@ impl Item<'_> {
         buf: &mut Scratch,
         write: &mut impl FnMut(usize, &[f32]),
     ) {
-        let (hd, valid, n) = (self.s.head_dim, self.span.valid as usize, rows.len());
+        let (hd, valid, n) = (self.s.head_dim, self.keys.valid as usize, rows.len());
         buf.queries.clear();
         for r in rows.clone() {
             buf.queries.extend_from_slice(self.query(r));
@@ -216,7 +220,7 @@ impl Item<'_> {
     /// Query rows `rows` with a dot product per (query, key) pair and an `axpy` per key (CPUs
     /// without the GEMM kernel); one row's scores over all the keys at a time.
     fn dots(&self, rows: Range<usize>, buf: &mut Scratch, write: &mut impl FnMut(usize, &[f32])) {
-        let ((kc, at), hd, valid) = (self.kv_at(), self.s.head_dim, self.span.valid as usize);
+        let ((kc, at), hd, valid) = (self.kv_at(), self.s.head_dim, self.keys.valid as usize);
         fn row(m: &[f32], at: usize, hd: usize) -> &[f32] {
             &m[at..at + hd]
         }
@@ -275,12 +279,24 @@ mod tests {
     /// Row r, head h of plain attention in f64: softmax of scaled dot products over the span's
     /// valid keys, then the weighted sum of values.
     fn reference(q: &[f32], k: &[f32], v: &[f32], s: AttnShape, span: &SeqSpan) -> Vec<f64> {
+        cross_reference(q, k, v, s, span, span)
+    }
+
+    /// [`reference`] with the keys in `keys` (of `k` / `v`) rather than in the span's rows.
+    fn cross_reference(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        s: AttnShape,
+        span: &SeqSpan,
+        key: &SeqSpan,
+    ) -> Vec<f64> {
         let (hd, qc, kc) = (s.head_dim, s.n_head * s.head_dim, s.n_head_kv * s.head_dim);
         let mut out = vec![0f64; q.len()];
         for h in 0..s.n_head {
             let kh = h / (s.n_head / s.n_head_kv);
             for r in span.start as usize..(span.start + span.len) as usize {
-                let keys = span.start as usize..(span.start + span.valid) as usize;
+                let keys = key.start as usize..(key.start + key.valid) as usize;
                 let scores: Vec<f64> = keys
                     .clone()
                     .map(|j| {
@@ -334,7 +350,7 @@ mod tests {
                     k: &k,
                     v: &v,
                     s,
-                    span: &span,
+                    keys: &span,
                     h,
                 };
                 let mut write = |r: usize, row: &[f32]| {
@@ -375,6 +391,61 @@ mod tests {
         }
     }
 
+    /// Cross-attention: 700 query rows in two spans over key spans of another, shorter row
+    /// set (the second with padding), on the pool, against the f64 reference.
+    #[test]
+    fn cross_attention_reads_the_key_spans() {
+        let s = AttnShape {
+            n_head: 2,
+            n_head_kv: 2,
+            head_dim: 24,
+            scale: 0.3,
+        };
+        let spans = [
+            SeqSpan {
+                start: 0,
+                len: 600,
+                valid: 600,
+            },
+            SeqSpan {
+                start: 600,
+                len: 100,
+                valid: 100,
+            },
+        ];
+        let keys = [
+            SeqSpan {
+                start: 0,
+                len: 530,
+                valid: 530,
+            },
+            SeqSpan {
+                start: 530,
+                len: 20,
+                valid: 13,
+            },
+        ];
+        let (n, nk) = (700, 550);
+        let (q, k, v) = (fill(n * 48, 11), fill(nk * 48, 37), fill(nk * 48, 41));
+        let mut out = vec![f32::NAN; n * 48];
+        encoder_attention(
+            &ThreadPool::new(2),
+            &q,
+            &k,
+            &v,
+            s,
+            &spans,
+            Some(&keys),
+            &mut out,
+        );
+        for (span, key) in spans.iter().zip(&keys) {
+            let want = cross_reference(&q, &k, &v, s, span, key);
+            for i in span.start as usize * 48..(span.start + span.len) as usize * 48 {
+                assert!((out[i] as f64 - want[i]).abs() < 2e-6, "{i}");
+            }
+        }
+    }
+
     #[test]
     fn attention_within_spans_only() {
         // Two spans of one head of width 2: a row's output is a mix of its own span's values.
@@ -401,7 +472,7 @@ mod tests {
             scale: 1.0,
         };
         let mut out = vec![0.0; 6];
-        encoder_attention(&pool, &q, &k, &v, shape, &spans, &mut out);
+        encoder_attention(&pool, &q, &k, &v, shape, &spans, None, &mut out);
         // Span 2 has one row: its output is its own value.
         assert_eq!(&out[4..], &[100.0, 200.0]);
         // Row 0 weighs row 0 by e^1 and row 1 by e^0.
@@ -434,7 +505,7 @@ mod tests {
         let n = 340;
         let (q, k, v) = (fill(n * 128, 13), fill(n * 64, 19), fill(n * 64, 29));
         let mut out = vec![f32::NAN; n * 128];
-        encoder_attention(&ThreadPool::new(2), &q, &k, &v, s, &spans, &mut out);
+        encoder_attention(&ThreadPool::new(2), &q, &k, &v, s, &spans, None, &mut out);
         for span in &spans {
             let want = reference(&q, &k, &v, s, span);
             let rows = span.start as usize * 128..(span.start + span.len) as usize * 128;

@@ -72,7 +72,14 @@ pub struct CpuBackend {
     /// RoPE (cos, sin) tables of the current step, by (base bits, rotated dims, frequency
     /// factors): every layer with the same base rotates by the same angles.
     rope_tables: Vec<RopeKey>,
+    /// [`Op::RopeMulti`] tables of the current step (every layer of a model rotates by the
+    /// same positions: a DiT's 3-D table is formed once, not twice a block).
+    multi_tables: Vec<(MultiKey, Vec<(f32, f32)>)>,
 }
+
+/// What a [`Op::RopeMulti`] table depends on: the positions (the graph's `Arc`, by address:
+/// it lives as long as the step), rotated dims, base bits, sections and kind.
+type MultiKey = (usize, usize, u32, [u32; 4], super::MultiRope);
 
 /// Products of at least this many rows with f32 weights use the packed GEMM.
 const GEMM_MIN_ROWS: usize = 4;
@@ -101,6 +108,7 @@ impl CpuBackend {
             ids: Vec::new(),
             act: Vec::new(),
             rope_tables: Vec::new(),
+            multi_tables: Vec::new(),
         }
     }
 
@@ -197,6 +205,7 @@ impl Backend for CpuBackend {
         self.ids.resize_with(graph.nodes.len(), Vec::new);
         // RoPE tables depend on the step's positions.
         self.rope_tables.clear();
+        self.multi_tables.clear();
         let last_use = graph.last_uses();
         // Nodes already computed as part of an earlier node's group.
         let mut done = vec![false; graph.nodes.len()];
@@ -442,12 +451,55 @@ impl CpuBackend {
                 n_rot,
                 base,
                 sections,
-                vision,
+                kind,
                 positions,
             } => {
                 out.copy_from_slice(buf(x));
-                let table = ops::rope_multi_table(positions, *n_rot, *base, *sections, *vision);
-                ops::rope_apply(out, node.cols, &table, *head_dim, *n_rot, true);
+                let key = (
+                    positions.as_ptr() as usize,
+                    *n_rot,
+                    base.to_bits(),
+                    *sections,
+                    *kind,
+                );
+                let at = match self.multi_tables.iter().position(|(k, _)| *k == key) {
+                    Some(at) => at,
+                    None => {
+                        let t = ops::rope_multi_table(positions, *n_rot, *base, *sections, *kind);
+                        self.multi_tables.push((key, t));
+                        self.multi_tables.len() - 1
+                    }
+                };
+                let table = &self.multi_tables[at].1;
+                let neox = *kind != super::MultiRope::Video;
+                ops::rope_apply(out, node.cols, table, *head_dim, *n_rot, neox);
+            }
+            Op::AddRow { x, row } => {
+                let r = buf(row);
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(node.cols))
+                {
+                    zip2(o, xr, r, |a, b| a + b);
+                }
+            }
+            Op::MulRow { x, row } => {
+                let r = buf(row);
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(node.cols))
+                {
+                    zip2(o, xr, r, |a, b| a * b);
+                }
+            }
+            Op::SliceCols { x, start } => {
+                let in_cols = graph.shape(*x).1;
+                for (o, xr) in out
+                    .chunks_exact_mut(node.cols)
+                    .zip(buf(x).chunks_exact(in_cols))
+                {
+                    o.copy_from_slice(&xr[*start..*start + node.cols]);
+                }
             }
             Op::KvStore { kv, layer, k, v } => {
                 let (k, v) = (k.0 as usize, v.0 as usize);
@@ -522,6 +574,7 @@ impl CpuBackend {
                 head_dim,
                 scale,
                 spans,
+                keys,
             } => {
                 let shape = encoder_attn::AttnShape {
                     n_head: *n_head,
@@ -536,6 +589,7 @@ impl CpuBackend {
                     buf(v),
                     shape,
                     spans,
+                    keys.as_deref(),
                     out,
                 );
             }

@@ -1,5 +1,7 @@
 //! Row-wise and element-wise ops of the CPU backend (norms, RoPE, activations, top-k).
 
+use crate::backend::MultiRope;
+
 /// RMS-normalises each `group`-element slice of `x` into `out`, then multiplies by `w`.
 /// The sum of squares is accumulated in f64, as llama.cpp does.
 pub fn rms_norm(x: &[f32], out: &mut [f32], w: Option<&[f32]>, eps: f32, group: usize) {
@@ -97,8 +99,12 @@ pub fn rope_multi_table(
     n_rot: usize,
     base: f32,
     sections: [u32; 4],
-    vision: bool,
+    kind: MultiRope,
 ) -> Vec<(f32, f32)> {
+    if kind == MultiRope::Video {
+        return rope_video_table(positions, n_rot, base, sections);
+    }
+    let vision = kind == MultiRope::Vision;
     let half = n_rot / 2;
     let s: [usize; 4] = sections.map(|v| v as usize);
     let total = s.iter().sum::<usize>().max(1);
@@ -120,6 +126,35 @@ pub fn rope_multi_table(
             for th in &mut theta {
                 *th *= step;
             }
+        }
+    }
+    cs
+}
+
+/// [`rope_multi_table`] for [`MultiRope::Video`] (Wan): section `s` holds `sections[s]`
+/// consecutive pairs turned by position component `s`, with frequencies
+/// `base^(-2j / (2·sections[s]))` for its `j`-th pair; angles, cos and sin in f64, rounded to
+/// f32 at the end (diffusers' `get_1d_rotary_pos_embed(..., freqs_dtype=float64)`).
+fn rope_video_table(
+    positions: &[[u32; 4]],
+    n_rot: usize,
+    base: f32,
+    sections: [u32; 4],
+) -> Vec<(f32, f32)> {
+    let base = base as f64;
+    // One inverse frequency per pair, with the component it reads.
+    let mut freqs: Vec<(usize, f64)> = Vec::with_capacity(n_rot / 2);
+    for (s, &n) in sections.iter().enumerate() {
+        let d = 2 * n as usize;
+        for j in 0..n as usize {
+            freqs.push((s, 1.0 / base.powf((2 * j) as f64 / d as f64)));
+        }
+    }
+    let mut cs = Vec::with_capacity(positions.len() * freqs.len());
+    for p in positions {
+        for &(s, f) in &freqs {
+            let angle = p[s] as f64 * f;
+            cs.push((angle.cos() as f32, angle.sin() as f32));
         }
     }
     cs
@@ -262,10 +297,10 @@ mod tests {
     fn multi_rope_tables() {
         // Text M-RoPE with equal components is NeoX RoPE at that position.
         let plain = rope_table(&[7, 300], 16, 1e6, None);
-        let multi = rope_multi_table(&[[7; 4], [300; 4]], 16, 1e6, [2, 3, 3, 0], false);
+        let multi = rope_multi_table(&[[7; 4], [300; 4]], 16, 1e6, [2, 3, 3, 0], MultiRope::Text);
         assert_eq!(plain, multi);
         // Distinct components: pairs 0-1 turn by t, 2-4 by h, 5-7 by w, frequency base^(-i/8).
-        let m = rope_multi_table(&[[1, 2, 3, 0]], 16, 100.0, [2, 3, 3, 0], false);
+        let m = rope_multi_table(&[[1, 2, 3, 0]], 16, 100.0, [2, 3, 3, 0], MultiRope::Text);
         for (i, &(c, s)) in m.iter().enumerate() {
             let p = [1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0][i];
             let a = p * 100f32.powf(-(i as f32) / 8.0);
@@ -276,7 +311,7 @@ mod tests {
         }
         // Vision: head size 8 (4 pairs), sections of 2 pairs; the exponent restarts at the
         // second section, which turns by the column.
-        let v = rope_multi_table(&[[5, 9, 5, 9]], 8, 100.0, [2, 2, 2, 2], true);
+        let v = rope_multi_table(&[[5, 9, 5, 9]], 8, 100.0, [2, 2, 2, 2], MultiRope::Vision);
         let want = [5.0, 5.0 / 10.0, 9.0, 9.0 / 10.0];
         for (i, &(c, s)) in v.iter().enumerate() {
             let a: f32 = want[i];
@@ -285,6 +320,20 @@ mod tests {
                 "{i}"
             );
         }
+    }
+
+    #[test]
+    fn video_rope_table_restarts_each_section_at_its_own_width() {
+        // Wan's split of a 16-wide head: 4 frame pairs, 2 row pairs, 2 column pairs.
+        let v = rope_multi_table(&[[3, 5, 7, 0]], 16, 10000.0, [4, 2, 2, 0], MultiRope::Video);
+        let mut want = Vec::new();
+        for (pos, d) in [(3.0f64, 8.0f64), (5.0, 4.0), (7.0, 4.0)] {
+            for j in 0..(d as usize / 2) {
+                let a = pos / 10000f64.powf(2.0 * j as f64 / d);
+                want.push((a.cos() as f32, a.sin() as f32));
+            }
+        }
+        assert_eq!(v, want);
     }
 
     #[test]

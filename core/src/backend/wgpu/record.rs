@@ -156,7 +156,12 @@ pub(super) struct Recorder<'a> {
     quantized: std::collections::HashMap<(u32, u32), (wgpu::Buffer, wgpu::Buffer)>,
     /// The node being recorded.
     current: usize,
+    /// `Op::RopeMulti` tables uploaded this step, by (positions' address, rotated dims, base
+    /// bits, sections, kind): every layer rotates by the same table.
+    multi_tables: std::collections::HashMap<MultiKey, wgpu::Buffer>,
 }
+
+type MultiKey = (usize, usize, u32, [u32; 4], crate::backend::MultiRope);
 
 impl<'a> Recorder<'a> {
     /// Starts a step: uploads the batch's tokens, positions, sequence slots and attention ends.
@@ -214,6 +219,7 @@ impl<'a> Recorder<'a> {
             row_per_invocation,
             quantized: Default::default(),
             current: 0,
+            multi_tables: Default::default(),
         })
     }
 
@@ -669,9 +675,10 @@ impl<'a> Recorder<'a> {
                 head_dim,
                 scale,
                 spans,
+                keys,
             } => {
                 let shape = (*n_head, *n_head_kv, *head_dim, *scale);
-                self.encoder_attention(i, [*q, *k, *v], shape, spans)?
+                self.encoder_attention(i, rows, [*q, *k, *v], shape, spans, keys.as_deref())?
             }
             Op::Pool { x, spans, mode } => self.pool(i, *x, spans, *mode, cols)?,
             Op::Input { data } => self.host_rows(i, data),
@@ -682,19 +689,34 @@ impl<'a> Recorder<'a> {
                 n_rot,
                 base,
                 sections,
-                vision,
+                kind,
                 positions,
             } => {
-                // The CPU backend's angles, formed on the host.
-                let table = crate::backend::cpu::ops::rope_multi_table(
-                    positions, *n_rot, *base, *sections, *vision,
+                // The CPU backend's angles, formed on the host once per step.
+                let key = (
+                    positions.as_ptr() as usize,
+                    *n_rot,
+                    base.to_bits(),
+                    *sections,
+                    *kind,
                 );
-                let flat: Vec<f32> = table.iter().flat_map(|&(c, s)| [c, s]).collect();
-                let t = super::weights::storage_with(
-                    &self.gpu.device,
-                    "rope table",
-                    bytemuck::cast_slice(&flat),
-                );
+                let t = match self.multi_tables.get(&key) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let table = crate::backend::cpu::ops::rope_multi_table(
+                            positions, *n_rot, *base, *sections, *kind,
+                        );
+                        let flat: Vec<f32> = table.iter().flat_map(|&(c, s)| [c, s]).collect();
+                        let t = super::weights::storage_with(
+                            &self.gpu.device,
+                            "rope table",
+                            bytemuck::cast_slice(&flat),
+                        );
+                        self.multi_tables.insert(key, t.clone());
+                        t
+                    }
+                };
+                let interleaved = u32::from(*kind == crate::backend::MultiRope::Video);
                 let x = self.input(*x)?;
                 let out = self.output(i, rows * cols * 4);
                 let n = rows * cols;
@@ -706,7 +728,7 @@ impl<'a> Recorder<'a> {
                     *n_rot as u32,
                     gx * 256,
                     0,
-                    0,
+                    interleaved,
                     0,
                 ];
                 self.dispatch(Kernel::RopeTable, vec![x, t, out], &p, (gx, gy, 1));
@@ -721,6 +743,32 @@ impl<'a> Recorder<'a> {
                 let out = self.output(i, rows * cols * 4);
                 let p = [cols as u32, rows as u32, 0, 0];
                 self.dispatch(Kernel::Softmax, vec![x, out], &p, (rows as u32, 1, 1));
+            }
+            Op::AddRow { x, row } | Op::MulRow { x, row } => {
+                let op = if matches!(node.op, Op::AddRow { .. }) {
+                    8
+                } else {
+                    10
+                };
+                let (x, row) = (self.input(*x)?, self.input(*row)?);
+                let out = self.output(i, rows * cols * 4);
+                self.elementwise(op, x, Some(row), out, rows * cols, 0.0, cols);
+            }
+            Op::SliceCols { x, start } => {
+                // A copy per row, as `SelectRows` (one row for a timestep's modulations).
+                let src = self.input(*x)?;
+                let in_row = (graph.shape(*x).1 * 4) as u64;
+                let dst = self.output(i, rows * cols * 4);
+                let row = (cols * 4) as u64;
+                for r in 0..rows as u64 {
+                    self.cmds.push(Cmd::Copy {
+                        src: src.clone(),
+                        src_off: r * in_row + *start as u64 * 4,
+                        dst: dst.clone(),
+                        dst_off: r * row,
+                        size: row,
+                    });
+                }
             }
             Op::SelectRows { x, rows: sel } => {
                 let src = self.input(*x)?;
@@ -843,12 +891,15 @@ impl<'a> Recorder<'a> {
 
     /// Bidirectional attention within spans (encoder_attention.wgsl): each row's span start
     /// and valid length are uploaded for the kernel.
+    #[allow(clippy::too_many_arguments)]
     fn encoder_attention(
         &mut self,
         i: usize,
+        rows: usize,
         [q, k, v]: [TensorId; 3],
         (n_head, n_head_kv, head_dim, scale): (usize, usize, usize, f32),
         spans: &[SeqSpan],
+        keys: Option<&[SeqSpan]>,
     ) -> Result<()> {
         /// Elements per head the kernel takes (4 per invocation of a 64-wide workgroup).
         const MAX_HEAD_DIM: usize = 256;
@@ -858,12 +909,13 @@ impl<'a> Recorder<'a> {
                  {MAX_HEAD_DIM})"
             )));
         }
-        let rows = self.batch.tokens.len();
         let mut row_span = vec![0u32; 2 * rows];
-        for s in spans {
+        for (j, s) in spans.iter().enumerate() {
+            // The keys of a cross-attention span lie in its key span of `k` / `v`.
+            let key = keys.map_or(s, |ks| &ks[j]);
             for r in s.start..s.start + s.len {
-                row_span[2 * r as usize] = s.start;
-                row_span[2 * r as usize + 1] = s.valid;
+                row_span[2 * r as usize] = key.start;
+                row_span[2 * r as usize + 1] = key.valid;
             }
         }
         let spans_buf = super::weights::storage_with(

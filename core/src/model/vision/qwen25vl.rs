@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use super::mmproj::{Mmproj, Projector, VisionError, VisionHparams};
 use super::siglip::{derived_file, expect, patch_cols, raw_tensor, Derived};
-use crate::backend::{Backend, Graph, Readback, SeqSpan, StepBatch, TensorId, Weight};
+use crate::backend::{Backend, Graph, MultiRope, Readback, SeqSpan, StepBatch, TensorId, Weight};
 use crate::dtype::GgmlType;
 use crate::gguf::ModelFile;
 use crate::quant;
@@ -345,8 +345,24 @@ impl Qwen25Vision {
             let q = lin(g, b.wq, b.bq, h);
             let k = lin(g, b.wk, b.bk, h);
             let v = lin(g, b.wv, b.bv, h);
-            let q = g.rope_multi(q, hd, hd, ROPE_BASE, sections, true, positions.clone());
-            let k = g.rope_multi(k, hd, hd, ROPE_BASE, sections, true, positions.clone());
+            let q = g.rope_multi(
+                q,
+                hd,
+                hd,
+                ROPE_BASE,
+                sections,
+                MultiRope::Vision,
+                positions.clone(),
+            );
+            let k = g.rope_multi(
+                k,
+                hd,
+                hd,
+                ROPE_BASE,
+                sections,
+                MultiRope::Vision,
+                positions.clone(),
+            );
             let spans = if b.full { all.clone() } else { windows.clone() };
             let a = g.encoder_attention(q, k, v, n_head, n_head, hd, scale, spans);
             let a = lin(g, b.wo, b.bo, a);
