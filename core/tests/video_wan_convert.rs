@@ -465,12 +465,15 @@ fn read_with_python(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A map from a source tensor name to the written file's.
+type NameMap<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// gguf-py and the safetensors package read the written files to the diffusers values.
 fn reference_readers_agree(out: &Path, t2v: &Path) {
     if !readers_ready() {
         return;
     }
-    let cases: [(&str, &str, &dyn Fn(&str) -> Option<String>); 3] = [
+    let cases: [(&str, &str, NameMap); 3] = [
         (
             "t2v.gguf",
             "transformer/diffusion_pytorch_model.safetensors",

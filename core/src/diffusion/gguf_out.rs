@@ -36,7 +36,7 @@ pub(super) fn out_type(name: &str, shape: &[usize], stored: GgmlType, target: Ta
     };
     let row = *shape.last().unwrap_or(&0);
     if t.block_size() == 1
-        || (shape.len() == 2 && row % t.block_size() == 0 && quant::can_quantize(t))
+        || (shape.len() == 2 && row.is_multiple_of(t.block_size()) && quant::can_quantize(t))
     {
         t
     } else {
