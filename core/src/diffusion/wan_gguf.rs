@@ -329,3 +329,16 @@ pub fn open_dit(path: &Path) -> Result<(ModelFile, WanDitInfo), ModelFileError> 
     let info = dit_info(&g, path)?;
     Ok((ModelFile::from_header(g, ModelBytes::Mapped(map)), info))
 }
+
+/// A Wan DiT from either source: a GGUF file ([`open_dit`]) or a diffusers `transformer/`
+/// folder seen under the GGUF names ([`super::wan_names::open_diffusers_dit`], no copy),
+/// with its config read the same way from both.
+pub fn open_dit_any(path: &Path) -> Result<(ModelFile, WanDitInfo), ModelFileError> {
+    if path.is_dir() {
+        let file = super::wan_names::open_diffusers_dit(path)?;
+        let info = dit_info(&file.gguf, path)?;
+        Ok((file, info))
+    } else {
+        open_dit(path)
+    }
+}
