@@ -465,12 +465,15 @@ fn read_with_python(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A map from a source tensor name to the written file's.
+type NameMap<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// gguf-py and the safetensors package read the written files to the diffusers values.
 fn reference_readers_agree(out: &Path, t2v: &Path) {
     if !readers_ready() {
         return;
     }
-    let cases: [(&str, &str, &dyn Fn(&str) -> Option<String>); 3] = [
+    let cases: [(&str, &str, NameMap); 3] = [
         (
             "t2v.gguf",
             "transformer/diffusion_pytorch_model.safetensors",
@@ -567,4 +570,58 @@ fn wan21_image_cross_attention_is_read_from_its_tensors() {
         e.contains("blocks.1.cross_attn.v_img.weight is missing"),
         "{e}"
     );
+}
+
+/// Every tensor of `a` is in `b` under the same name with the same dims, type and bytes.
+fn same_tensors(a: &ModelFile, b: &ModelFile, what: &str) {
+    assert_eq!(a.gguf.tensors.len(), b.gguf.tensors.len(), "{what}");
+    for t in &a.gguf.tensors {
+        let (u, data) = b
+            .tensor(&t.name)
+            .unwrap_or_else(|| panic!("{what}: {} missing", t.name));
+        assert_eq!((&u.dims, u.ty), (&t.dims, t.ty), "{what}: {}", t.name);
+        assert_eq!(data, a.tensor_data(t), "{what}: {}", t.name);
+    }
+}
+
+#[test]
+fn folder_views_equal_the_converted_files() {
+    use weft_core::diffusion::umt5_names::open_diffusers_umt5;
+    use weft_core::diffusion::wan_gguf::open_dit_any;
+    use weft_core::diffusion::wan_vae_names::open_vae;
+
+    let out = scratch("views");
+    convert("tiny-wan/t2v", &out, None);
+    let t2v = video_files::data("tiny-wan/t2v");
+
+    let (dir_view, dir_info) = open_dit_any(&t2v.join("transformer")).unwrap();
+    let (gguf, gguf_info) = open_dit_any(&out.join("t2v.gguf")).unwrap();
+    assert_eq!(dir_info, gguf_info);
+    same_tensors(&dir_view, &gguf, "DiT");
+
+    let te_view = open_diffusers_umt5(&t2v.join("text_encoder")).unwrap();
+    let te = ModelFile::open(out.join("t2v-umt5.gguf")).unwrap();
+    same_tensors(&te_view, &te, "UMT5");
+    for key in ["t5encoder.block_count", "t5encoder.attention.key_length"] {
+        assert_eq!(te_view.gguf.get_u64(key), te.gguf.get_u64(key), "{key}");
+    }
+
+    let vae_dir = open_vae(&t2v.join("vae")).unwrap();
+    let vae_file = open_vae(&out.join("t2v-vae.safetensors")).unwrap();
+    same_tensors(&vae_dir, &vae_file, "VAE");
+
+    // The wrong component where a VAE is expected, in either form.
+    let e = open_vae(&t2v.join("transformer"))
+        .err()
+        .expect("opened")
+        .to_string();
+    assert!(e.contains("AutoencoderKLWan"), "{e}");
+    let dit_file = t2v.join("transformer/diffusion_pytorch_model.safetensors");
+    let e = open_vae(&dit_file).err().expect("opened").to_string();
+    assert!(e.contains("not a Wan 2.1 VAE"), "{e}");
+    let e = open_diffusers_umt5(&t2v.join("vae"))
+        .err()
+        .expect("opened")
+        .to_string();
+    assert!(e.contains("umt5"), "{e}");
 }

@@ -36,6 +36,40 @@ pub fn umt5_gguf_name(hf: &str) -> Option<String> {
     Some(format!("enc.blk.{n}.{gguf}.weight"))
 }
 
+/// A transformers `UMT5EncoderModel` folder (config.json + model.safetensors) as a
+/// `ModelFile` under llama.cpp's `t5encoder` names and keys, memory-mapped, no copy: what
+/// `weft convert` would write, minus the tokenizer and in the stored types.
+pub fn open_diffusers_umt5(
+    dir: &std::path::Path,
+) -> Result<crate::gguf::ModelFile, super::files::ModelFileError> {
+    use super::files::ModelFileError;
+    let metadata = super::wan_convert::umt5_metadata(&dir.join("config.json"), "umt5")?;
+    let path = super::wan_names::single_weights_file(dir, "model")?;
+    let mut unknown = None;
+    let file = crate::hf::map_renamed(
+        &path,
+        &mut |n| {
+            let g = umt5_gguf_name(n);
+            if g.is_none() && !n.starts_with("decoder.") && n != "lm_head.weight" {
+                unknown.get_or_insert_with(|| n.to_string());
+            }
+            g
+        },
+        metadata,
+    )
+    .map_err(|e| ModelFileError::Weights {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    if let Some(n) = unknown {
+        return Err(ModelFileError::Weights {
+            path: path.display().to_string(),
+            message: format!("tensor {n} is not part of a UMT5 encoder"),
+        });
+    }
+    Ok(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::umt5_gguf_name;

@@ -237,7 +237,47 @@ pub fn convert_umt5(
     progress: &mut ProgressFn,
 ) -> Result<u64, ModelFileError> {
     let config_path = dir.join("config.json");
-    let c = read_config(&config_path)?;
+    let mut metadata = umt5_metadata(&config_path, name)?;
+    if let Some(tok_dir) = tokenizer {
+        let path = tok_dir.join("tokenizer.json");
+        let bytes = std::fs::read(&path).map_err(|e| ModelFileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let vocab = read_config(&config_path)?["vocab_size"]
+            .as_u64()
+            .unwrap_or(0) as usize;
+        metadata.extend(
+            super::umt5_vocab::metadata(&bytes, vocab).map_err(|message| {
+                ModelFileError::Config {
+                    path: path.display().to_string(),
+                    message,
+                }
+            })?,
+        );
+    }
+    let src = Component::open(dir)?;
+    // A UMT5EncoderModel folder holds the encoder only; a full UMT5 checkpoint's decoder and
+    // lm_head are not used.
+    let skip = |n: &str| n.starts_with("decoder.") || n == "lm_head.weight";
+    write_component(
+        &src,
+        &umt5_gguf_name,
+        &skip,
+        &|gguf, shape, stored| out_type(gguf, shape, stored, target),
+        target,
+        metadata,
+        out,
+        &mut |d, t| progress("text-encoder", d, t),
+    )
+}
+
+/// The `t5encoder.*` keys (as llama.cpp's T5 converter writes them) for a UMT5 config.json.
+pub(super) fn umt5_metadata(
+    config_path: &Path,
+    name: &str,
+) -> Result<Vec<(String, Value)>, ModelFileError> {
+    let c = read_config(config_path)?;
     let bad = |message: String| ModelFileError::Config {
         path: config_path.display().to_string(),
         message,
@@ -257,7 +297,7 @@ pub fn convert_umt5(
     };
     let arch = umt5_names::ARCH;
     let eps = c["layer_norm_epsilon"].as_f64().unwrap_or(1e-6) as f32;
-    let mut metadata: Vec<(String, Value)> = vec![
+    let metadata: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
         (
             "general.name".into(),
@@ -304,36 +344,10 @@ pub fn convert_umt5(
             Value::F32(eps),
         ),
     ];
-    if let Some(tok_dir) = tokenizer {
-        let path = tok_dir.join("tokenizer.json");
-        let bytes = std::fs::read(&path).map_err(|e| ModelFileError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
-        let vocab = int("vocab_size")? as usize;
-        metadata.extend(
-            super::umt5_vocab::metadata(&bytes, vocab).map_err(|message| {
-                ModelFileError::Config {
-                    path: path.display().to_string(),
-                    message,
-                }
-            })?,
-        );
+    if c["vocab_size"].as_u64().is_none() {
+        return Err(bad("vocab_size must be a positive integer".into()));
     }
-    let src = Component::open(dir)?;
-    // A UMT5EncoderModel folder holds the encoder only; a full UMT5 checkpoint's decoder and
-    // lm_head are not used.
-    let skip = |n: &str| n.starts_with("decoder.") || n == "lm_head.weight";
-    write_component(
-        &src,
-        &umt5_gguf_name,
-        &skip,
-        &|gguf, shape, stored| out_type(gguf, shape, stored, target),
-        target,
-        metadata,
-        out,
-        &mut |d, t| progress("text-encoder", d, t),
-    )
+    Ok(metadata)
 }
 
 /// A diffusers `AutoencoderKLWan` folder (Wan 2.1 layout) to a safetensors file under Wan's
@@ -343,24 +357,7 @@ pub fn convert_vae(
     out: &Path,
     progress: &mut ProgressFn,
 ) -> Result<u64, ModelFileError> {
-    let config_path = dir.join("config.json");
-    let c = read_config(&config_path)?;
-    let bad = |message: String| ModelFileError::Config {
-        path: config_path.display().to_string(),
-        message,
-    };
-    let class = c["_class_name"].as_str().unwrap_or("");
-    if class != "AutoencoderKLWan" {
-        return Err(bad(format!(
-            "_class_name {class:?} is not AutoencoderKLWan"
-        )));
-    }
-    if c["is_residual"].as_bool() == Some(true) {
-        return Err(bad(
-            "is_residual: the Wan 2.2 VAE is not supported (only Wan 2.1's)".into(),
-        ));
-    }
-    let res = c["num_res_blocks"].as_u64().unwrap_or(2) as usize;
+    let res = super::wan_vae_names::vae_res_blocks(&dir.join("config.json"))?;
     let src = Component::open(dir)?;
     let parsed = src.parsed()?;
     let mut tensors = Vec::new();

@@ -86,7 +86,7 @@ pub fn dit_info(g: &Gguf, path: &Path) -> Result<WanDitInfo, ModelFileError> {
     let (in_channels, patch_size) = match patch[..] {
         [d, c, pt, ph, pw] if d == dim => (c, [pt, ph, pw]),
         // Folded to 4 dims (ggml's limit): [dim * in, pt, ph, pw].
-        [dc, pt, ph, pw] if dc % dim == 0 => (dc / dim, [pt, ph, pw]),
+        [dc, pt, ph, pw] if dc.is_multiple_of(dim) => (dc / dim, [pt, ph, pw]),
         _ => {
             return Err(bad(format!(
                 "tensor patch_embedding.weight has shape {patch:?}, expected \
@@ -96,7 +96,7 @@ pub fn dit_info(g: &Gguf, path: &Path) -> Result<WanDitInfo, ModelFileError> {
     };
     let volume: usize = patch_size.iter().product();
     let head_out = need("head.head.weight")?[0];
-    if volume == 0 || in_channels == 0 || head_out % volume != 0 {
+    if volume == 0 || in_channels == 0 || !head_out.is_multiple_of(volume) {
         return Err(bad(format!(
             "tensor head.head.weight has {head_out} rows, not a multiple of the patch volume \
              {volume} (patch {patch_size:?})"
@@ -118,7 +118,7 @@ pub fn dit_info(g: &Gguf, path: &Path) -> Result<WanDitInfo, ModelFileError> {
                 as usize,
             true,
         ),
-        None if dim % 128 == 0 => (dim / 128, false),
+        None if dim.is_multiple_of(128) => (dim / 128, false),
         None => {
             return Err(bad(format!(
                 "no {KEY_HEAD_COUNT} and dim {dim} is not a multiple of 128: the head count \
@@ -126,7 +126,7 @@ pub fn dit_info(g: &Gguf, path: &Path) -> Result<WanDitInfo, ModelFileError> {
             )))
         }
     };
-    if dim % num_heads != 0 || (dim / num_heads) % 2 != 0 {
+    if !dim.is_multiple_of(num_heads) || !(dim / num_heads).is_multiple_of(2) {
         return Err(bad(format!(
             "{num_heads} heads do not split dim {dim} into even head sizes"
         )));
@@ -328,4 +328,17 @@ pub fn open_dit(path: &Path) -> Result<(ModelFile, WanDitInfo), ModelFileError> 
     }
     let info = dit_info(&g, path)?;
     Ok((ModelFile::from_header(g, ModelBytes::Mapped(map)), info))
+}
+
+/// A Wan DiT from either source: a GGUF file ([`open_dit`]) or a diffusers `transformer/`
+/// folder seen under the GGUF names ([`super::wan_names::open_diffusers_dit`], no copy),
+/// with its config read the same way from both.
+pub fn open_dit_any(path: &Path) -> Result<(ModelFile, WanDitInfo), ModelFileError> {
+    if path.is_dir() {
+        let file = super::wan_names::open_diffusers_dit(path)?;
+        let info = dit_info(&file.gguf, path)?;
+        Ok((file, info))
+    } else {
+        open_dit(path)
+    }
 }

@@ -111,6 +111,86 @@ pub fn vae_wan_name(diffusers: &str, num_res_blocks: usize) -> Option<String> {
     ))
 }
 
+/// A diffusers `AutoencoderKLWan` config.json's `num_res_blocks`, refusing by name what
+/// these names do not cover (another class, Wan 2.2's residual VAE).
+pub(super) fn vae_res_blocks(
+    config_path: &std::path::Path,
+) -> Result<usize, super::files::ModelFileError> {
+    let c = super::files::read_config(config_path)?;
+    let bad = |message: String| super::files::ModelFileError::Config {
+        path: config_path.display().to_string(),
+        message,
+    };
+    let class = c["_class_name"].as_str().unwrap_or("");
+    if class != "AutoencoderKLWan" {
+        return Err(bad(format!(
+            "_class_name {class:?} is not AutoencoderKLWan"
+        )));
+    }
+    if c["is_residual"].as_bool() == Some(true) {
+        return Err(bad(
+            "is_residual: the Wan 2.2 VAE is not supported (only Wan 2.1's)".into(),
+        ));
+    }
+    Ok(c["num_res_blocks"].as_u64().unwrap_or(2) as usize)
+}
+
+/// A Wan 2.1 VAE as a `ModelFile` under Wan's own names, memory-mapped, no copy: either a
+/// diffusers `vae/` folder (renamed) or a safetensors file already in Wan's names (ComfyUI's
+/// `wan_2.1_vae.safetensors`, the `-vae.safetensors` of `weft convert`).
+pub fn open_vae(
+    path: &std::path::Path,
+) -> Result<crate::gguf::ModelFile, super::files::ModelFileError> {
+    use super::files::ModelFileError;
+    let name = vec![(
+        "general.name".to_string(),
+        crate::gguf::Value::String("wan 2.1 vae".into()),
+    )];
+    let weights_err = |p: &std::path::Path, message: String| ModelFileError::Weights {
+        path: p.display().to_string(),
+        message,
+    };
+    if path.is_dir() {
+        let res = vae_res_blocks(&path.join("config.json"))?;
+        let file = super::wan_names::single_weights_file(path, "diffusion_pytorch_model")?;
+        let mut unknown = None;
+        let view = crate::hf::map_renamed(
+            &file,
+            &mut |n| {
+                let w = vae_wan_name(n, res);
+                if w.is_none() {
+                    unknown.get_or_insert_with(|| n.to_string());
+                }
+                w
+            },
+            name,
+        )
+        .map_err(|e| weights_err(&file, e.to_string()))?;
+        if let Some(n) = unknown {
+            return Err(weights_err(
+                &file,
+                format!("tensor {n} is not part of a Wan 2.1 VAE"),
+            ));
+        }
+        return Ok(view);
+    }
+    let view = crate::hf::map_renamed(path, &mut |n| Some(n.to_string()), name)
+        .map_err(|e| weights_err(path, e.to_string()))?;
+    for needed in [
+        "decoder.middle.0.residual.0.gamma",
+        "decoder.head.2.weight",
+        "conv2.weight",
+    ] {
+        if view.gguf.tensor(needed).is_none() {
+            return Err(weights_err(
+                path,
+                format!("tensor {needed} is missing: not a Wan 2.1 VAE in Wan's names"),
+            ));
+        }
+    }
+    Ok(view)
+}
+
 #[cfg(test)]
 mod tests {
     use super::vae_wan_name;
