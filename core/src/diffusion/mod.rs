@@ -14,7 +14,9 @@ pub mod guidance;
 pub mod scheduler;
 pub mod umt5;
 mod umt5_buckets;
+pub mod video_request;
 pub mod wan_dit;
+pub mod wan_pipeline;
 mod wan_rope;
 pub mod wan_vae;
 mod wan_vae_blocks;
@@ -28,3 +30,7 @@ pub use scheduler::{
 pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
 pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
 pub use wan_vae_blocks::Clip;
+pub use video_request::{
+    Control, Limits, Phase, Progress, Recipe, Sampler, VideoError, VideoRequest, VideoSettings,
+};
+pub use wan_pipeline::{Companions, Video, VideoDenoiser, VideoMode, WanPipeline};
