@@ -7,8 +7,7 @@ mod video_files;
 
 use video_files::{psnr_u8, relative_error, Run};
 use weft_core::diffusion::{
-    Companions, Control, Phase, Progress, Sampler, VideoError, VideoMode, VideoRequest,
-    WanPipeline,
+    Companions, Control, Phase, Progress, Sampler, VideoError, VideoMode, VideoRequest, WanPipeline,
 };
 
 fn pipeline(mode: &str, run: &Run) -> WanPipeline {
@@ -63,10 +62,17 @@ fn check_run(name: &str, sampler: Sampler) {
     let want = run.tensor(steps.last().unwrap()["latents"].as_str().unwrap());
     let rel = relative_error(&video.latents, &want.data);
     let frames = run.tensor("frames");
-    assert_eq!(frames.shape, vec![video.frames, video.height, video.width, 3]);
+    assert_eq!(
+        frames.shape,
+        vec![video.frames, video.height, video.width, 3]
+    );
     let ours: Vec<f32> = video.rgb.iter().map(|&b| f32::from(b)).collect();
     let psnr = psnr_u8(&ours, &frames.data);
-    let differing = ours.iter().zip(&frames.data).filter(|(a, b)| a != b).count();
+    let differing = ours
+        .iter()
+        .zip(&frames.data)
+        .filter(|(a, b)| a != b)
+        .count();
     eprintln!(
         "{name}: final latents relative error {rel:.3e}; frames PSNR {psnr:.1} dB, \
          {differing} of {} bytes differ",
@@ -112,9 +118,7 @@ fn text_encoding_matches_the_pipeline() {
         ("prompt", "prompt_embeds"),
         ("negative_prompt", "negative_prompt_embeds"),
     ] {
-        let ours = p
-            .encode_text(run.manifest[key].as_str().unwrap())
-            .unwrap();
+        let ours = p.encode_text(run.manifest[key].as_str().unwrap()).unwrap();
         let want = run.tensor(file).data;
         let rel = relative_error(&ours, &want);
         assert!(rel <= 1e-5, "{key}: {rel:e}");

@@ -28,9 +28,9 @@ pub use scheduler::{
     UniPcConfig,
 };
 pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
-pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
-pub use wan_vae_blocks::Clip;
 pub use video_request::{
     Control, Limits, Phase, Progress, Recipe, Sampler, VideoError, VideoRequest, VideoSettings,
 };
 pub use wan_pipeline::{Companions, Video, VideoDenoiser, VideoMode, WanPipeline};
+pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
+pub use wan_vae_blocks::Clip;
