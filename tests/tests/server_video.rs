@@ -7,6 +7,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -25,24 +26,29 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-/// A server of a tiny Wan model with small defaults (64x48, 5 frames, 2 steps).
+/// A server of a tiny Wan model with small defaults (64x48, 5 frames, 2 steps), with a home
+/// (database, uploads) of its own so its job list is its own.
 fn serve(model: &str, name: &str) -> Server {
-    let models = scratch(name);
-    Server::start(
-        &data(model),
-        &[
-            "--video-width",
-            "64",
-            "--video-height",
-            "48",
-            "--video-frames",
-            "5",
-            "--video-steps",
-            "2",
-            "--models-dir",
-            models.to_str().unwrap(),
-        ],
-    )
+    let models = scratch(&format!("{name}-models"));
+    let home = scratch(&format!("{name}-home"));
+    let args: Vec<String> = [
+        "--model",
+        data(model).to_str().unwrap(),
+        "--video-width",
+        "64",
+        "--video-height",
+        "48",
+        "--video-frames",
+        "5",
+        "--video-steps",
+        "2",
+        "--models-dir",
+        models.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Server::start_env(&args, &[("WEFT_HOME", home.as_path())])
 }
 
 fn post(s: &Server, path: &str, body: &Value) -> Response {
@@ -379,7 +385,7 @@ fn generations_queue_one_at_a_time_and_cancel() {
     // A second generation waits behind it.
     let port = s.port;
     let second = std::thread::spawn(move || {
-        let c = weft_tests::Client::attach(port);
+        let c = Server::attach(port);
         c.request(
             "POST",
             "/api/video-generate",
@@ -547,13 +553,17 @@ fn the_video_belongs_to_the_key_that_asked() {
             ("WEFT_ADMIN_KEY", std::path::Path::new(admin)),
         ],
     );
+    let made = AtomicUsize::new(0);
     let key = |role: &str| {
         let r = call(
             &server,
             admin,
             "POST",
             "/api/v1/keys",
-            Some(&json!({"name": format!("video-{role}"), "role": role})),
+            Some(
+                &json!({"name": format!("video-{role}-{}", made.fetch_add(1, Ordering::Relaxed)),
+                         "role": role}),
+            ),
         );
         assert_eq!(r.status, 201, "{}", r.body);
         r.json()["key"].as_str().unwrap().to_string()
@@ -590,14 +600,20 @@ fn the_video_belongs_to_the_key_that_asked() {
     assert!(mine["jobs"].as_array().unwrap().is_empty(), "{mine}");
     let all = call(&server, admin, "GET", "/api/v1/jobs?owner=all", None).json();
     assert_eq!(all["jobs"].as_array().unwrap().len(), 1, "{all}");
-    // Bounded: a body over the inline image bound is refused before decoding.
-    let huge = "A".repeat(17 << 20);
-    let r = call(
-        &server,
-        &a,
+    // Bounded: a body over the inline image bound is refused before it is decoded (the
+    // server may answer before reading it all, so a failed write is expected).
+    let huge = json!({"prompt": PROMPT, "image": "A".repeat(17 << 20)}).to_string();
+    let mut c = server.connect().unwrap();
+    let auth = format!("Bearer {a}");
+    let _ = send(
+        &mut c,
         "POST",
         "/api/video-generate",
-        Some(&json!({"prompt": PROMPT, "image": huge})),
+        Some(huge.as_bytes()),
+        &[("Authorization", &auth)],
     );
+    let mut raw = Vec::new();
+    let _ = c.read_to_end(&mut raw);
+    let r = Response::parse(&raw);
     assert!(r.status == 400 || r.status == 413, "{}", r.status);
 }
