@@ -18,12 +18,14 @@ pub mod umt5;
 mod umt5_buckets;
 pub mod umt5_names;
 mod umt5_vocab;
+pub mod video_request;
 pub mod wan_convert;
 pub mod wan_dit;
 mod wan_dit_weights;
 pub mod wan_files;
 pub mod wan_gguf;
 pub mod wan_names;
+pub mod wan_pipeline;
 mod wan_rope;
 pub mod wan_vae;
 mod wan_vae_blocks;
@@ -36,7 +38,11 @@ pub use scheduler::{
     UniPcConfig,
 };
 pub use umt5::{zero_padding_rows, Umt5Config, Umt5Encoder, Umt5Error};
+pub use video_request::{
+    Control, Limits, Phase, Progress, Recipe, Sampler, VideoError, VideoRequest, VideoSettings,
+};
 pub use wan_gguf::{open_dit, WanDitInfo};
 pub use wan_names::open_diffusers_dit;
+pub use wan_pipeline::{Companions, GraphDit, Video, VideoDenoiser, VideoMode, WanPipeline};
 pub use wan_vae::{frames_to_u8, WanVae, WanVaeConfig, WanVaeError};
 pub use wan_vae_blocks::Clip;

@@ -94,7 +94,7 @@ pub fn gaussian_noise(seed: u64, len: usize) -> Vec<f32> {
     for group in values.chunks_exact_mut(16) {
         box_muller_16(group);
     }
-    if n % 16 != 0 {
+    if !n.is_multiple_of(16) {
         let tail = &mut values[n - 16..];
         for v in tail.iter_mut() {
             *v = rng.next_unit_f32();

@@ -19,6 +19,7 @@ mod serve;
 mod synth;
 mod tokenize;
 mod transfer;
+mod video;
 
 use std::process::ExitCode;
 
@@ -77,6 +78,8 @@ enum Command {
     Convert(transfer::ConvertArgs),
     /// Create, list and revoke API keys (in the database `weft serve` uses).
     Keys(keys::KeysArgs),
+    /// Generate a video (MP4) from a prompt, and a first frame for image-to-video models.
+    Video(video::VideoArgs),
     /// Run a Python or JavaScript file in the wasmtime sandbox, the current directory as its workspace.
     Exec(exec::ExecArgs),
 }
@@ -105,6 +108,7 @@ pub fn main() -> ExitCode {
         Command::Convert(a) => transfer::convert(a),
         Command::Exec(a) => exec::run(a),
         Command::Keys(a) => keys::run(a),
+        Command::Video(a) => video::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -169,9 +169,94 @@ pub struct ServeArgs {
     log_level: String,
     #[command(flatten)]
     bounds: super::bounds_args::BoundsArgs,
+    /// Video models (the first --model a diffusers Wan folder): the width in pixels when a
+    /// request names none (default 832).
+    #[arg(long)]
+    video_width: Option<usize>,
+    /// The height when a request names none (default 480).
+    #[arg(long)]
+    video_height: Option<usize>,
+    /// Frames when a request names none (snapped to 4k+1; default 33).
+    #[arg(long)]
+    video_frames: Option<usize>,
+    /// Denoising steps when a request names none (default: the model's recipe).
+    #[arg(long)]
+    video_steps: Option<usize>,
+    /// Frames per second of generated videos when a request names none (default 16).
+    #[arg(long)]
+    fps: Option<u32>,
+    /// The video model's UMT5 text encoder folder, when not in or beside the model folder.
+    #[arg(long)]
+    video_text_encoder: Option<PathBuf>,
+    /// The video model's tokenizer folder (or tokenizer.json).
+    #[arg(long)]
+    video_tokenizer: Option<PathBuf>,
+    /// The video model's VAE folder.
+    #[arg(long)]
+    video_vae: Option<PathBuf>,
+}
+
+/// The video model of `--model`, when its first value is one: loaded, with the defaults the
+/// flags set, and its name. It is removed from `models` (the text-model catalog).
+fn take_video_model(
+    a: &ServeArgs,
+    models: &mut Vec<String>,
+) -> Result<Option<(weft_core::diffusion::WanPipeline, String, u32)>> {
+    let Some(first) = models.first() else {
+        return Ok(None);
+    };
+    let (name, path) = match first.split_once('=') {
+        Some((n, p)) if !n.is_empty() && !n.contains('/') => (Some(n.to_string()), p),
+        _ => (None, first.as_str()),
+    };
+    let path = PathBuf::from(path);
+    if !crate::video_gen::is_video_model(&path) {
+        return Ok(None);
+    }
+    let companions = weft_core::diffusion::Companions {
+        text_encoder: a.video_text_encoder.clone(),
+        tokenizer: a.video_tokenizer.clone(),
+        vae: a.video_vae.clone(),
+    };
+    let mut pipeline = crate::video_gen::load_video_model(&path, &companions)?;
+    let r = &mut pipeline.recipe;
+    for (flag, v, slot) in [
+        ("--video-width", a.video_width, &mut r.width),
+        ("--video-height", a.video_height, &mut r.height),
+        ("--video-frames", a.video_frames, &mut r.frames),
+        ("--video-steps", a.video_steps, &mut r.steps),
+    ] {
+        match v {
+            Some(0) => bail!("{flag} must be positive"),
+            Some(n) => *slot = n,
+            None => {}
+        }
+    }
+    let fps = a.fps.unwrap_or(r.fps);
+    if !(1..=120).contains(&fps) {
+        bail!("--fps must be between 1 and 120");
+    }
+    // The defaults must themselves be a valid request.
+    pipeline
+        .settings(&weft_core::diffusion::VideoRequest::default())
+        .map(drop)
+        .or_else(|e| match e {
+            // An image-to-video model needs an image in every request; sizes still apply.
+            weft_core::diffusion::VideoError::Request(m) if m.contains("needs an image") => Ok(()),
+            e => Err(e),
+        })
+        .map_err(|e| anyhow::anyhow!("the video defaults: {e}"))?;
+    let name = name.or(a.alias.clone()).unwrap_or_else(|| {
+        path.file_name()
+            .map_or("video".into(), |f| f.to_string_lossy().into_owned())
+    });
+    models.remove(0);
+    Ok(Some((pipeline, name, fps)))
 }
 
 pub fn run(a: ServeArgs) -> Result<()> {
+    let mut text_models = a.models.clone();
+    let video = take_video_model(&a, &mut text_models)?;
     a.backend.check()?;
     logging::init(a.log_format, &a.log_level);
     super::bounds_args::private_home();
@@ -197,7 +282,7 @@ pub fn run(a: ServeArgs) -> Result<()> {
         None => None,
     };
     let mut models = Vec::new();
-    for (i, m) in a.models.iter().enumerate() {
+    for (i, m) in text_models.iter().enumerate() {
         let (name, path) = match m.split_once('=') {
             Some((n, p)) if !n.is_empty() && !n.contains('/') => (Some(n.to_string()), p),
             _ => (None, m.as_str()),
@@ -323,6 +408,9 @@ pub fn run(a: ServeArgs) -> Result<()> {
         .insecure_no_auth(a.insecure_no_auth);
     if let Some(store) = store {
         builder = builder.models_store(store, a.jobs);
+    }
+    if let Some((pipeline, name, fps)) = video {
+        builder = builder.video(pipeline, name, fps);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

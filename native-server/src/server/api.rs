@@ -29,6 +29,7 @@ pub fn routes() -> Routes<Shared> {
         .merge(super::skills::ui_routes())
         .merge(super::code::routes())
         .merge(super::uploads::api_routes())
+        .merge(super::video::api_routes())
         .nest(
             "/v1",
             super::admin::routes()

@@ -26,6 +26,8 @@ pub struct Builder {
     code: code::CodeTools,
     admin_key: Option<String>,
     insecure_no_auth: bool,
+    /// A video model to serve: the pipeline, its name, the default fps.
+    video: Option<(weft_core::diffusion::WanPipeline, String, u32)>,
 }
 
 impl Builder {
@@ -48,6 +50,7 @@ impl Builder {
             code,
             admin_key: None,
             insecure_no_auth: false,
+            video: None,
         }
     }
 
@@ -55,6 +58,17 @@ impl Builder {
     /// at once. Without it those routes are 503.
     pub fn models_store(mut self, store: Store, max_jobs: usize) -> Self {
         self.store = Some((store, max_jobs.max(1)));
+        self
+    }
+
+    /// Serves `pipeline` on the video routes (named `name`; `fps` when a request names none).
+    pub fn video(
+        mut self,
+        pipeline: weft_core::diffusion::WanPipeline,
+        name: String,
+        fps: u32,
+    ) -> Self {
+        self.video = Some((pipeline, name, fps));
         self
     }
 
@@ -89,14 +103,15 @@ impl Builder {
             .store
             .map(|(store, n)| jobs::ModelJobs::new(store, self.registry.clone(), n));
         let auth = auth::Auth::new(self.admin_key.as_deref());
-        let state = super::Shared::new(AppState::new(
-            self.cfg,
-            self.registry,
-            jobs,
-            self.code,
-            storage,
-            auth,
-        ));
+        // Generations queue on one thread of their own, on the model jobs' store when there
+        // is one (so /api/v1/jobs lists and cancels them).
+        let video = self.video.map(|(pipeline, name, fps)| {
+            let runner = jobs.as_ref().map(|j| j.video_runner());
+            Arc::new(super::video::VideoService::new(pipeline, name, fps, runner))
+        });
+        let mut app = AppState::new(self.cfg, self.registry, jobs, self.code, storage, auth);
+        app.video = video;
+        let state = super::Shared::new(app);
         if let Some(j) = &state.jobs {
             j.persist(state.storage.clone())
                 .await

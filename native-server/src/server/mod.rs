@@ -55,6 +55,7 @@ mod state;
 mod stream;
 mod ui;
 pub mod uploads;
+pub mod video;
 mod web;
 
 use std::sync::{Arc, OnceLock};

@@ -26,6 +26,7 @@ use crate::server::auth::RouterState;
         (name = "admin", description = "The admin plane under /api/v1"),
         (name = "code", description = "Files written by server-side code execution (--code-exec)"),
         (name = "ops", description = "Health, readiness and metrics"),
+        (name = "video", description = "Video generation under /api (a Wan model served)"),
     )
 )]
 pub struct ApiDoc;

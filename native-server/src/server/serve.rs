@@ -100,6 +100,12 @@ impl Server {
 /// Loads the default model in the background; `/ready` reports how it went.
 fn preload(st: Shared) {
     tokio::spawn(async move {
+        // A server of a video model alone has no text model to load.
+        if st.video.is_some() && st.registry.with_catalog(|c| c.default_name().is_none()) {
+            tracing::info!("serving a video model; ready");
+            let _ = st.preload.set(Ok(()));
+            return;
+        }
         // The server's own load, on behalf of no request: nothing to admit or meter.
         let r = st
             .registry

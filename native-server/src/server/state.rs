@@ -60,6 +60,8 @@ pub struct AppState {
     pub restart: tokio::sync::watch::Sender<bool>,
     /// Keeps the catalog's saved names and the database in step.
     pub names: Arc<NameSync>,
+    /// The served video model (`--model` a Wan folder), if any.
+    pub video: Option<Arc<super::video::VideoService>>,
 }
 
 /// The handle the router holds.
@@ -120,6 +122,17 @@ impl AppState {
             sessions: Arc::new(sessions),
             responses,
             uploads: Arc::new(uploads),
+            video: None,
+        }
+    }
+}
+
+impl FromRef<Shared> for super::video::VideoState {
+    fn from_ref(st: &Shared) -> Self {
+        super::video::VideoState {
+            video: st.video.clone(),
+            uploads: st.uploads.clone(),
+            sessions: st.sessions.clone(),
         }
     }
 }
@@ -164,6 +177,7 @@ impl FromRef<Shared> for UiState {
             code: st.code.clone(),
             sessions: st.sessions.clone(),
             uploads: st.uploads.clone(),
+            video: st.video.clone(),
         }
     }
 }

@@ -15,6 +15,8 @@ pub enum JobKind {
     Import,
     Convert,
     Quantize,
+    /// A video generation (the server's video routes).
+    Video,
 }
 
 /// Where a job is in its life. Only `Queued` and `Running` change again.
@@ -41,6 +43,8 @@ impl JobStatus {
 pub enum ProgressUnit {
     Bytes,
     Tensors,
+    /// Denoising steps (and the other phases of a generation, each 0 then 1 of 1).
+    Steps,
 }
 
 /// How far a job is.

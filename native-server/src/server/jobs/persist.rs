@@ -271,6 +271,9 @@ impl ModelJobs {
                 match storage.jobs_to_cancel(&owner.id).await {
                     Ok(ids) => {
                         for id in ids {
+                            if let Some(video) = me.video.get() {
+                                video.cancel(&id);
+                            }
                             me.runner.cancel(&id);
                         }
                     }
@@ -360,6 +363,10 @@ impl ModelJobs {
             return Ok(None);
         }
         if self.runner.get(id).is_some() {
+            // A video generation runs on its own runner (same store): its flag is there.
+            if let Some(video) = self.video.get() {
+                video.cancel(id);
+            }
             return Ok(self.runner.cancel(id));
         }
         let Some(storage) = self.storage.get() else {

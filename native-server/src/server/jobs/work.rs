@@ -23,6 +23,9 @@ pub struct ModelJobs {
     pub(super) jobs: Arc<PersistedJobs>,
     /// The admin storage, once [`ModelJobs::persist`] attached it.
     pub(super) storage: OnceLock<weft_storage::Storage>,
+    /// A one-thread runner on the same store for video generations (one at a time), made
+    /// when a video model is served; the jobs routes cancel through it too.
+    pub(super) video: OnceLock<Arc<JobRunner>>,
 }
 
 fn to_api(e: StoreError) -> ApiError {
@@ -44,7 +47,15 @@ impl ModelJobs {
             store,
             jobs,
             storage: OnceLock::new(),
+            video: OnceLock::new(),
         })
+    }
+
+    /// The runner video generations queue on: one thread, this store.
+    pub fn video_runner(&self) -> Arc<JobRunner> {
+        self.video
+            .get_or_init(|| JobRunner::new(self.jobs.clone(), 1))
+            .clone()
     }
 
     /// Starts a pull (400 for a reference or name that cannot work).

@@ -37,6 +37,7 @@ where
     OpsState: FromRef<S>,
     Arc<Inference>: FromRef<S>,
     CodeState: FromRef<S>,
+    crate::server::video::VideoState: FromRef<S>,
 {
     use crate::server::auth::Routes;
     let reads = OpenApiRouter::new()
@@ -55,6 +56,7 @@ where
         .merge(responses::routes())
         .merge(super::embeddings::openai_routes())
         .merge(super::skills::openai_routes())
+        .merge(super::video::openai_routes())
         .merge(Routes::read(rest))
 }
 

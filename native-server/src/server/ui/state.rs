@@ -19,4 +19,6 @@ pub struct UiState {
     pub sessions: Arc<Sessions>,
     /// Files attached to conversations.
     pub uploads: Arc<Uploads>,
+    /// The served video model, for `/api/models`' `video` block.
+    pub video: Option<Arc<crate::server::video::VideoService>>,
 }

@@ -88,7 +88,10 @@ pub async fn models(
         default_max_tokens: st.inference.max_tokens(),
         parallel: st.cfg.parallel,
         projector: def.and_then(projector_name).map(serde_json::Value::from),
-        video: None,
+        video: st
+            .video
+            .as_ref()
+            .and_then(|v| serde_json::to_value(v.info()).ok()),
         skills,
         models,
     }))
