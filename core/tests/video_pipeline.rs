@@ -159,6 +159,23 @@ fn same_seed_same_frames() {
     assert_ne!(go(&r).latents, a.latents);
 }
 
+/// Diffusers' runs drew their noise with `torch.Generator().manual_seed(noise_seed)`: the same
+/// seed here, with no noise given, makes the same video.
+#[test]
+fn the_reference_seed_gives_the_reference_video() {
+    let run = Run::open("t2v-unipc");
+    let p = pipeline("t2v", &run);
+    let mut r = request(&run, Sampler::UniPc);
+    r.noise = None;
+    r.seed = run.manifest["noise_seed"].as_u64().unwrap();
+    let video = p.generate(&r, &mut |_| Control::Continue).unwrap();
+    let steps = run.steps();
+    let want = run.tensor(steps.last().unwrap()["latents"].as_str().unwrap());
+    let rel = relative_error(&video.latents, &want.data);
+    eprintln!("seed {}: final latents relative error {rel:.3e}", r.seed);
+    assert!(rel <= 1e-3, "latents {rel:e}");
+}
+
 #[test]
 fn requests_the_model_cannot_serve_are_refused() {
     let run = Run::open("t2v-unipc");
