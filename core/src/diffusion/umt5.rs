@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use super::files::{read_config, ModelFileError, WeightFile};
+use super::files::{read_config, ModelFileError, WeightFile, Weights};
 
 use super::umt5_buckets::relative_position_bucket;
 
@@ -123,7 +123,12 @@ impl Umt5Encoder {
         let config = Umt5Config::from_json(&dir.join("config.json"))?;
         let path = dir.join("model.safetensors");
         let file = WeightFile::read(&path)?;
-        let w = file.tensors()?;
+        Self::from_weights(config, &file.tensors()?)
+    }
+
+    /// The encoder from `w`'s tensors (asked for by transformers' names), shaped by `config`:
+    /// the one reader behind [`Self::load`] and the GGUF loader (`umt5_gguf`).
+    pub(super) fn from_weights(config: Umt5Config, w: &Weights) -> Result<Self, Umt5Error> {
         let (d, inner, ff) = (config.d_model, config.inner(), config.d_ff);
         let embed = w.get("shared.weight", &[config.vocab_size, d])?;
         let mut blocks = Vec::with_capacity(config.num_layers);

@@ -74,6 +74,21 @@ impl GraphDit {
             backend: backend.clone(),
         })
     }
+
+    /// Loads a Wan DiT GGUF file (city96's layout) into `backend`.
+    pub fn load_gguf(
+        path: &Path,
+        backend: &Arc<Mutex<Box<dyn Backend>>>,
+    ) -> Result<Self, VideoError> {
+        let dit = {
+            let mut guard = lock(backend);
+            WanDit::load_gguf(path, guard.as_mut())?
+        };
+        Ok(GraphDit {
+            dit,
+            backend: backend.clone(),
+        })
+    }
 }
 
 /// The backend, even if a panicking prediction poisoned its lock (the backend holds weights
@@ -137,7 +152,20 @@ pub struct Video {
     pub settings: VideoSettings,
 }
 
-/// A loaded Wan pipeline (diffusers folder layout).
+/// A pipeline's loaded parts, before [`WanPipeline::assemble`] checks that they fit; each
+/// DiT with the path its errors name.
+pub(super) struct Parts {
+    pub tokenizer: Tokenizer,
+    pub text_encoder: Umt5Encoder,
+    pub vae: WanVae,
+    pub transformer: (PathBuf, Box<dyn VideoDenoiser>),
+    pub transformer_2: Option<(PathBuf, Box<dyn VideoDenoiser>)>,
+    pub scheduler: SchedulerSpec,
+    pub boundary_ratio: Option<f64>,
+    pub mode: VideoMode,
+}
+
+/// A loaded Wan pipeline (from a diffusers folder, or GGUF files: `wan_pipeline_gguf`).
 pub struct WanPipeline {
     tokenizer: Tokenizer,
     text_encoder: Umt5Encoder,
@@ -158,14 +186,14 @@ pub struct WanPipeline {
 /// names none.
 pub const WAN_NEGATIVE_PROMPT: &str = "色调艳丽，过曝，静态，细节模糊不清，字幕，风格，作品，画作，画面，静止，整体发灰，最差质量，低质量，JPEG压缩残留，丑陋的，残缺的，多余的手指，画得不好的手部，画得不好的脸部，畸形的，毁容的，形态畸形的肢体，手指融合，静止不动的画面，杂乱的背景，三条腿，背景人很多，倒着走";
 
-fn io_error(path: &Path, message: String) -> VideoError {
+pub(super) fn io_error(path: &Path, message: String) -> VideoError {
     VideoError::Model(ModelFileError::Io {
         path: path.display().to_string(),
         message,
     })
 }
 
-fn config_error(path: &Path, message: String) -> VideoError {
+pub(super) fn config_error(path: &Path, message: String) -> VideoError {
     VideoError::Model(ModelFileError::Config {
         path: path.display().to_string(),
         message,
@@ -272,6 +300,31 @@ impl WanPipeline {
         };
         let sched_path = dir.join("scheduler/scheduler_config.json");
         let scheduler = SchedulerSpec::from_diffusers_config(&read_config(&sched_path)?)?;
+        Self::assemble(Parts {
+            tokenizer,
+            text_encoder,
+            vae,
+            transformer: (dir.join("transformer"), transformer),
+            transformer_2: transformer_2.map(|t| (dir.join("transformer_2"), t)),
+            scheduler,
+            boundary_ratio,
+            mode,
+        })
+    }
+
+    /// The pipeline from its loaded parts, once they are checked to fit together (text width,
+    /// latent channels) — shared by the folder and the GGUF loaders.
+    pub(super) fn assemble(p: Parts) -> Result<Self, VideoError> {
+        let Parts {
+            tokenizer,
+            text_encoder,
+            vae,
+            transformer,
+            transformer_2,
+            scheduler,
+            boundary_ratio,
+            mode,
+        } = p;
         let num_train_timesteps = match &scheduler {
             SchedulerSpec::UniPc(c) => c.num_train_timesteps,
             SchedulerSpec::FlowMatchEuler(c) => c.num_train_timesteps,
@@ -284,12 +337,10 @@ impl WanPipeline {
             VideoMode::TextToVideo => z,
             VideoMode::ImageToVideo => z + vae.config.temporal_factor() + z,
         };
-        for (name, t) in std::iter::once(("transformer", &transformer))
-            .chain(transformer_2.iter().map(|t| ("transformer_2", t)))
-        {
+        for (path, t) in std::iter::once(&transformer).chain(transformer_2.iter()) {
             if t.text_dim() != text_encoder.config.d_model {
                 return Err(config_error(
-                    &dir.join(name),
+                    path,
                     format!(
                         "text_dim {} does not match the text encoder's d_model {}",
                         t.text_dim(),
@@ -299,15 +350,16 @@ impl WanPipeline {
             }
             if t.in_channels() != want_in {
                 return Err(config_error(
-                    &dir.join(name),
+                    path,
                     format!(
-                        "in_channels {} does not fit a {class} with a z_dim {z} VAE \
+                        "in_channels {} does not fit {mode:?} with a z_dim {z} VAE \
                          (expected {want_in})",
                         t.in_channels()
                     ),
                 ));
             }
         }
+        let (transformer, transformer_2) = (transformer.1, transformer_2.map(|t| t.1));
         let two = transformer_2.is_some();
         let recipe = Recipe {
             width: 832,

@@ -346,13 +346,18 @@ impl WanVae {
         let config = WanVaeConfig::from_json(&dir.join("config.json"))?;
         let path = dir.join("diffusion_pytorch_model.safetensors");
         let file = WeightFile::read(&path)?;
-        let w = file.tensors()?;
+        Self::from_weights(config, &file.tensors()?)
+    }
+
+    /// The VAE from `w`'s tensors (asked for by diffusers' names), shaped by `config`: the
+    /// one reader behind [`Self::load`] and the Wan-named file loader (`wan_vae_file`).
+    pub(super) fn from_weights(config: WanVaeConfig, w: &Weights) -> Result<Self, WanVaeError> {
         let z = config.z_dim;
         Ok(WanVae {
-            encoder: encoder(&w, &config)?,
+            encoder: encoder(w, &config)?,
             quant_conv: w.conv("quant_conv", 2 * z, 2 * z, &[1, 1, 1])?,
             post_quant_conv: w.conv("post_quant_conv", z, z, &[1, 1, 1])?,
-            decoder: decoder(&w, &config)?,
+            decoder: decoder(w, &config)?,
             config,
         })
     }
