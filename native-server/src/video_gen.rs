@@ -1,8 +1,9 @@
 //! What `weft video` and the server's video endpoints share: recognising and loading a video
 //! model, decoding a first frame, and writing a generation as an MP4.
 //!
-//! A video model is served from a diffusers Wan pipeline folder for now; the GGUF loading
-//! (city96 layout, companions beside the model) plugs in at [`load_video_model`].
+//! A video model is a diffusers Wan pipeline folder or a Wan DiT GGUF (city96's layout, as the
+//! reference serves them) with its companions beside it or named
+//! (`--video-text-encoder`, `--video-vae`; docs/video-generation.md).
 
 use std::path::Path;
 
@@ -12,8 +13,12 @@ use weft_core::vision::{decode_image, DecodeLimits};
 use weft_media::video::{encode_mp4, EncodeOptions, FrameRate};
 
 /// Whether `path` is a video model this build serves: a diffusers folder whose
-/// model_index.json names a Wan pipeline.
+/// model_index.json names a Wan pipeline, or a GGUF file whose `general.architecture` is
+/// `wan` (a text model's GGUF is not one).
 pub fn is_video_model(path: &Path) -> bool {
+    if path.is_file() {
+        return is_wan_gguf(path);
+    }
     let Ok(text) = std::fs::read_to_string(path.join("model_index.json")) else {
         return false;
     };
@@ -23,11 +28,28 @@ pub fn is_video_model(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Loads the video model at `path` (a diffusers Wan folder), its text encoder, tokenizer and
-/// VAE from `companions` or beside it.
+/// Whether `path` is a Wan DiT GGUF: `general.architecture` is `wan`, or (stable-diffusion.cpp
+/// writes none) absent with the file reading as a Wan DiT.
+fn is_wan_gguf(path: &Path) -> bool {
+    let Ok(file) = weft_core::gguf::ModelFile::open(path) else {
+        return false;
+    };
+    match file.gguf.architecture() {
+        Some(arch) => arch == weft_core::diffusion::wan_names::ARCH,
+        None => weft_core::diffusion::open_dit(path).is_ok(),
+    }
+}
+
+/// Loads the video model at `path` — a diffusers Wan folder, or a Wan DiT GGUF (either file
+/// of an expert pair) — with its text encoder, tokenizer and VAE from `companions` or beside
+/// it.
 pub fn load_video_model(path: &Path, companions: &Companions) -> Result<WanPipeline> {
-    // The seam for GGUF Wan models: a `.gguf` file would be opened here with its companions.
-    WanPipeline::load(path, companions).with_context(|| format!("{}", path.display()))
+    let loaded = if path.is_file() {
+        WanPipeline::load_gguf(path, companions)
+    } else {
+        WanPipeline::load(path, companions)
+    };
+    loaded.with_context(|| format!("{}", path.display()))
 }
 
 /// An uploaded or inline image (PNG, JPEG, WebP, GIF) as RGB, bounded like vision inputs.

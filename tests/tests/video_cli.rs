@@ -226,3 +226,40 @@ fn bad_requests_fail_with_a_reason() {
         assert!(stderr.contains(says), "{model} {extra:?}: {stderr}");
     }
 }
+
+/// `weft convert` of the tiny t2v folder, then `weft video --model t2v.gguf` (the UMT5 GGUF
+/// and the VAE found beside it): the same MP4, byte for byte, as from the folder (the f32
+/// files hold the same numbers, and the encoder is deterministic).
+#[test]
+fn gguf_model_makes_the_folder_video() {
+    let dir = scratch("gguf");
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = Command::new(weft_binary())
+        .arg("convert")
+        .arg(data("tiny-wan/t2v"))
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .expect("running weft convert");
+    assert!(
+        o.status.success(),
+        "weft convert: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (from_folder, from_gguf) = (scratch("folder.mp4"), scratch("gguf.mp4"));
+    ok(&video("tiny-wan/t2v", &from_folder, &[]));
+    let gguf = dir.join("t2v.gguf");
+    let log = ok(&video(gguf.to_str().unwrap(), &from_gguf, &[]));
+    assert!(log.contains("seed 11"), "{log}");
+    assert_eq!(
+        std::fs::read(&from_gguf).unwrap(),
+        std::fs::read(&from_folder).unwrap()
+    );
+
+    // Without its VAE beside it, the error says what was looked for and which flag names it.
+    std::fs::remove_file(dir.join("t2v-vae.safetensors")).unwrap();
+    let o = video(gguf.to_str().unwrap(), &from_gguf, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("t2v-vae.safetensors") && stderr.contains("--video-vae"), "{stderr}");
+}

@@ -185,13 +185,16 @@ pub struct ServeArgs {
     /// Frames per second of generated videos when a request names none (default 16).
     #[arg(long)]
     fps: Option<u32>,
-    /// The video model's UMT5 text encoder folder, when not in or beside the model folder.
+    /// The video model's UMT5 text encoder (a folder; the UMT5 GGUF for a GGUF model), when
+    /// not in or beside the model.
     #[arg(long)]
     video_text_encoder: Option<PathBuf>,
-    /// The video model's tokenizer folder (or tokenizer.json).
+    /// The video model's tokenizer folder (or tokenizer.json); a GGUF model's UMT5 file
+    /// embeds one.
     #[arg(long)]
     video_tokenizer: Option<PathBuf>,
-    /// The video model's VAE folder.
+    /// The video model's VAE (a folder, or Wan-named safetensors such as
+    /// wan_2.1_vae.safetensors).
     #[arg(long)]
     video_vae: Option<PathBuf>,
 }

@@ -13,7 +13,9 @@ use crate::video_gen::{decode_first_frame, load_video_model, random_seed, to_mp4
 
 #[derive(Args)]
 pub struct VideoArgs {
-    /// A diffusers Wan pipeline folder (model_index.json, transformer/, scheduler/, ...).
+    /// A diffusers Wan pipeline folder (model_index.json, transformer/, scheduler/, ...) or a
+    /// Wan DiT GGUF (either file of a `-high-noise` / `-low-noise` pair) with its
+    /// `-umt5.gguf` and `-vae.safetensors` beside it.
     #[arg(long)]
     model: PathBuf,
     /// The first frame (PNG, JPEG, WebP), for image-to-video models.
@@ -47,19 +49,20 @@ pub struct VideoArgs {
     seed: Option<u64>,
     #[arg(long, default_value_t = 16)]
     fps: u32,
-    /// The scheduler's time shift (default: the model folder's).
+    /// The scheduler's time shift (default: the model folder's; Wan's recipe for a GGUF).
     #[arg(long)]
     flow_shift: Option<f64>,
     /// unipc (default) or euler.
     #[arg(long)]
     sampler: Option<String>,
-    /// The UMT5 text encoder folder, when not in or beside the model folder.
+    /// The UMT5 text encoder (a folder; the UMT5 GGUF for a GGUF model), when not in or
+    /// beside the model.
     #[arg(long)]
     video_text_encoder: Option<PathBuf>,
     /// The tokenizer folder (or tokenizer.json), when not in or beside the model folder.
     #[arg(long)]
     video_tokenizer: Option<PathBuf>,
-    /// The VAE folder, when not in or beside the model folder.
+    /// The VAE (a folder, or Wan-named safetensors), when not in or beside the model.
     #[arg(long)]
     video_vae: Option<PathBuf>,
     /// Where to write the MP4.
