@@ -1,5 +1,5 @@
 //! Video generation over real HTTP on `weft serve --model <tiny Wan folder>`
-//! (tests/data/video): `POST /api/video-generate`, its SSE stream, the OpenAI-shaped
+//! (tests/data/video; and on the same model converted to GGUF files): `POST /api/video-generate`, its SSE stream, the OpenAI-shaped
 //! `POST /v1/videos/generations` (url and b64_json), the MP4 among the caller's uploads,
 //! `/api/models`' `video` block, generations as jobs (listed, queued one at a time,
 //! cancelled), the 400 table, image-to-video from an uploaded first frame, and a text model
@@ -29,6 +29,11 @@ fn scratch(name: &str) -> PathBuf {
 /// A server of a tiny Wan model with small defaults (64x48, 5 frames, 2 steps), with a home
 /// (database, uploads) of its own so its job list is its own.
 fn serve(model: &str, name: &str) -> Server {
+    serve_with(model, name, &[])
+}
+
+/// [`serve`] with `extra` flags (`model` may be an absolute path).
+fn serve_with(model: &str, name: &str, extra: &[&str]) -> Server {
     let models = scratch(&format!("{name}-models"));
     let home = scratch(&format!("{name}-home"));
     let args: Vec<String> = [
@@ -46,6 +51,7 @@ fn serve(model: &str, name: &str) -> Server {
         models.to_str().unwrap(),
     ]
     .iter()
+    .chain(extra)
     .map(|s| s.to_string())
     .collect();
     Server::start_env(&args, &[("WEFT_HOME", home.as_path())])
@@ -616,4 +622,46 @@ fn the_video_belongs_to_the_key_that_asked() {
     let _ = c.read_to_end(&mut raw);
     let r = Response::parse(&raw);
     assert!(r.status == 400 || r.status == 413, "{}", r.status);
+}
+
+/// The tiny i2v model converted (weft convert's API) to its two expert GGUFs, served by naming
+/// one of them, with the UMT5 GGUF and the VAE (converted from t2v, the folder i2v shares them
+/// with) in another folder, named by `--video-text-encoder` / `--video-vae`: the same video
+/// as the folder model's, byte for byte.
+#[test]
+fn i2v_from_gguf_files_makes_the_folder_video() {
+    use weft_core::diffusion::wan_convert::convert_pipeline;
+    let (models, companions) = (scratch("gguf-i2v"), scratch("gguf-companions"));
+    for (src, out) in [("tiny-wan/i2v", &models), ("tiny-wan/t2v", &companions)] {
+        convert_pipeline(&data(src), out, None, None, &mut |_, _, _| true).unwrap();
+    }
+    let png = std::fs::read(data("ref/first_frame.png")).unwrap();
+    let png64 = base64::engine::general_purpose::STANDARD.encode(&png);
+    let body = json!({"prompt": PROMPT, "image": png64, "cfg2": 3.0, "seed": 3});
+    let video = |s: &Server| {
+        let r = post(s, "/api/video-generate", &body);
+        assert_eq!(r.status, 200, "{}", r.body);
+        get_bytes(s, r.json()["url"].as_str().unwrap()).2
+    };
+    let want = video(&serve("tiny-wan/i2v", "i2v-folder"));
+
+    let (te, vae) = (
+        companions.join("t2v-umt5.gguf"),
+        companions.join("t2v-vae.safetensors"),
+    );
+    let s = serve_with(
+        models.join("i2v-high-noise.gguf").to_str().unwrap(),
+        "i2v-gguf",
+        &[
+            "--video-text-encoder",
+            te.to_str().unwrap(),
+            "--video-vae",
+            vae.to_str().unwrap(),
+        ],
+    );
+    let m = s.request("GET", "/api/models", None).json();
+    assert_eq!(m["video"]["supportsImageConditioning"], json!(true), "{m}");
+    let got = video(&s);
+    assert!(is_mp4(&got));
+    assert_eq!(got, want, "the GGUF files make the folder's video");
 }
