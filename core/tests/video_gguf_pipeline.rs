@@ -16,8 +16,8 @@ use weft_core::diffusion::wan_pipeline_gguf::gguf_schedule;
 use weft_core::diffusion::wan_vae_file::config_from_shapes;
 use weft_core::diffusion::wan_vae_names::open_vae;
 use weft_core::diffusion::{
-    umt5_gguf, umt5_tokenizer, wan_pipeline::WAN_NEGATIVE_PROMPT, Companions, Control,
-    Umt5Config, VideoMode, VideoRequest, WanPipeline, WanVaeConfig,
+    umt5_gguf, umt5_tokenizer, wan_pipeline::WAN_NEGATIVE_PROMPT, Companions, Control, Umt5Config,
+    VideoMode, VideoRequest, WanPipeline, WanVaeConfig,
 };
 use weft_core::gguf::ModelFile;
 use weft_core::tokenizer::Tokenizer;
@@ -85,15 +85,23 @@ fn check(run_name: &str, folder: &str, dit: &str, mode: VideoMode, two: bool) {
     let ours = final_latents(&mut gguf, &run);
     let theirs = final_latents(&mut folder, &run);
     let steps = run.steps();
-    let want = run.tensor(steps.last().unwrap()["latents"].as_str().unwrap()).data;
+    let want = run
+        .tensor(steps.last().unwrap()["latents"].as_str().unwrap())
+        .data;
     let (vs_folder, vs_diffusers) = (relative_error(&ours, &theirs), relative_error(&ours, &want));
     eprintln!(
         "{run_name} from {dit}: vs the folder pipeline relative {vs_folder:.3e} (max |diff| \
          {:.3e}); vs diffusers {vs_diffusers:.3e}",
         max_abs_diff(&ours, &theirs)
     );
-    assert!(vs_folder <= 1e-6, "{run_name}: {vs_folder:e} from the folder's");
-    assert!(vs_diffusers <= 1e-3, "{run_name}: {vs_diffusers:e} from diffusers'");
+    assert!(
+        vs_folder <= 1e-6,
+        "{run_name}: {vs_folder:e} from the folder's"
+    );
+    assert!(
+        vs_diffusers <= 1e-3,
+        "{run_name}: {vs_diffusers:e} from diffusers'"
+    );
     assert!(relative_error(&ours, &run.tensor("noise").data) > 0.1);
 }
 
@@ -101,13 +109,22 @@ fn check(run_name: &str, folder: &str, dit: &str, mode: VideoMode, two: bool) {
 fn t2v_from_gguf_files_matches_the_folder_and_diffusers() {
     // The folder's scheduler is the Wan 2.1 recipe the GGUF loader assumes (UniPC, shift 3).
     assert_eq!(gguf_schedule(false, VideoMode::TextToVideo), (3.0, None));
-    check("t2v-unipc", "tiny-wan/t2v", "t2v.gguf", VideoMode::TextToVideo, false);
+    check(
+        "t2v-unipc",
+        "tiny-wan/t2v",
+        "t2v.gguf",
+        VideoMode::TextToVideo,
+        false,
+    );
 }
 
 #[test]
 fn i2v_expert_pair_from_either_file_matches_the_folder_and_diffusers() {
     // Wan 2.2 I2V-A14B's recipe: shift 5, boundary 0.9, as the tiny i2v folder's configs.
-    assert_eq!(gguf_schedule(true, VideoMode::ImageToVideo), (5.0, Some(0.9)));
+    assert_eq!(
+        gguf_schedule(true, VideoMode::ImageToVideo),
+        (5.0, Some(0.9))
+    );
     check(
         "i2v-unipc",
         "tiny-wan/i2v",
@@ -192,13 +209,19 @@ fn missing_companions_are_clear_errors() {
     let alone = folder_with("alone", &["t2v.gguf"]);
     let e = load_error(&alone.join("t2v.gguf"), &Companions::default());
     assert!(e.contains("no UMT5 text encoder"), "{e}");
-    assert!(e.contains(&alone.join("t2v-umt5.gguf").display().to_string()), "{e}");
+    assert!(
+        e.contains(&alone.join("t2v-umt5.gguf").display().to_string()),
+        "{e}"
+    );
     assert!(e.contains("--video-text-encoder"), "{e}");
 
     let no_vae = folder_with("no-vae", &["t2v.gguf", "t2v-umt5.gguf"]);
     let e = load_error(&no_vae.join("t2v.gguf"), &Companions::default());
     assert!(e.contains("no Wan VAE"), "{e}");
-    assert!(e.contains(&no_vae.join("t2v-vae.safetensors").display().to_string()), "{e}");
+    assert!(
+        e.contains(&no_vae.join("t2v-vae.safetensors").display().to_string()),
+        "{e}"
+    );
     assert!(e.contains("--video-vae"), "{e}");
     // Named, it is found wherever it is.
     let given = Companions {
@@ -209,10 +232,17 @@ fn missing_companions_are_clear_errors() {
 
     let half = folder_with(
         "half-pair",
-        &["i2v-high-noise.gguf", "t2v-umt5.gguf", "t2v-vae.safetensors"],
+        &[
+            "i2v-high-noise.gguf",
+            "t2v-umt5.gguf",
+            "t2v-vae.safetensors",
+        ],
     );
     let e = load_error(&half.join("i2v-high-noise.gguf"), &Companions::default());
-    assert!(e.contains(&half.join("i2v-low-noise.gguf").display().to_string()), "{e}");
+    assert!(
+        e.contains(&half.join("i2v-low-noise.gguf").display().to_string()),
+        "{e}"
+    );
     assert!(e.contains("missing"), "{e}");
 
     // The wrong kind of file in a companion's place, and a DiT that is not there.

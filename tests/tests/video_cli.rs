@@ -261,5 +261,8 @@ fn gguf_model_makes_the_folder_video() {
     let o = video(gguf.to_str().unwrap(), &from_gguf, &[]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
-    assert!(stderr.contains("t2v-vae.safetensors") && stderr.contains("--video-vae"), "{stderr}");
+    assert!(
+        stderr.contains("t2v-vae.safetensors") && stderr.contains("--video-vae"),
+        "{stderr}"
+    );
 }

@@ -1,6 +1,6 @@
 //! Wan's text encoder: the encoder half of UMT5 (`UMT5EncoderModel` in transformers), loaded
-//! from a diffusers folder's `text_encoder/` (config.json + model.safetensors) and run in f32
-//! on the CPU.
+//! from a diffusers folder's `text_encoder/` (config.json + model.safetensors) or a UMT5 GGUF
+//! (`umt5_gguf`) and run in f32 on the CPU.
 //!
 //! Why plain f32 loops and not a graph on the backend trait: UMT5 attention adds a learned
 //! per-head bias indexed by the bucketed distance between query and key, which none of the

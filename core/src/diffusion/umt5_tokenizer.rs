@@ -90,8 +90,7 @@ pub fn tokenizer_json(g: &Gguf) -> Result<Json, String> {
     } else {
         "never"
     };
-    let metaspace =
-        json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": scheme, "split": true});
+    let metaspace = json!({"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": scheme, "split": true});
     let eos = id("tokenizer.ggml.eos_token_id");
     let post = match (g.get_bool("tokenizer.ggml.add_eos_token"), eos) {
         (Some(true), Some(eos)) => {

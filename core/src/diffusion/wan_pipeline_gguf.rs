@@ -40,9 +40,7 @@ pub fn gguf_schedule(two_experts: bool, mode: VideoMode) -> (f64, Option<f64>) {
 fn missing(what: &str, dit: &Path, looked_for: String, flag: &str) -> VideoError {
     io_error(
         dit,
-        format!(
-            "no {what} found for this DiT: looked for {looked_for}; name it with {flag}"
-        ),
+        format!("no {what} found for this DiT: looked for {looked_for}; name it with {flag}"),
     )
 }
 
@@ -73,31 +71,30 @@ impl WanPipeline {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         // An expert pair: the high-noise file runs first whichever one was named.
-        let (high, low): (PathBuf, Option<PathBuf>) = if name.ends_with("-high-noise")
-            || name.ends_with("-low-noise")
-        {
-            let Some(other) = found.other_expert.clone() else {
-                let other = if name.ends_with("-high-noise") {
-                    format!("{stem}-low-noise.gguf")
-                } else {
-                    format!("{stem}-high-noise.gguf")
+        let (high, low): (PathBuf, Option<PathBuf>) =
+            if name.ends_with("-high-noise") || name.ends_with("-low-noise") {
+                let Some(other) = found.other_expert.clone() else {
+                    let other = if name.ends_with("-high-noise") {
+                        format!("{stem}-low-noise.gguf")
+                    } else {
+                        format!("{stem}-high-noise.gguf")
+                    };
+                    return Err(io_error(
+                        dit,
+                        format!(
+                            "this is one expert of a two-expert model; the other, {}, is missing",
+                            shown(&other)
+                        ),
+                    ));
                 };
-                return Err(io_error(
-                    dit,
-                    format!(
-                        "this is one expert of a two-expert model; the other, {}, is missing",
-                        shown(&other)
-                    ),
-                ));
-            };
-            if name.ends_with("-high-noise") {
-                (dit.to_path_buf(), Some(other))
+                if name.ends_with("-high-noise") {
+                    (dit.to_path_buf(), Some(other))
+                } else {
+                    (other, Some(dit.to_path_buf()))
+                }
             } else {
-                (other, Some(dit.to_path_buf()))
-            }
-        } else {
-            (dit.to_path_buf(), None)
-        };
+                (dit.to_path_buf(), None)
+            };
 
         let te_path = given
             .text_encoder
@@ -107,7 +104,11 @@ impl WanPipeline {
                 missing(
                     "UMT5 text encoder",
                     dit,
-                    format!("{} or a single *umt5*.gguf in {}", shown(&format!("{stem}-umt5.gguf")), dir.display()),
+                    format!(
+                        "{} or a single *umt5*.gguf in {}",
+                        shown(&format!("{stem}-umt5.gguf")),
+                        dir.display()
+                    ),
                     "--video-text-encoder",
                 )
             })?;

@@ -1,5 +1,6 @@
 //! Wan 2.1's video VAE (`AutoencoderKLWan` in diffusers), loaded from a diffusers `vae/`
-//! folder (config.json + diffusion_pytorch_model.safetensors) and run in f32 on the CPU.
+//! folder (config.json + diffusion_pytorch_model.safetensors) or a Wan-named safetensors file
+//! (`wan_vae_file`) and run in f32 on the CPU.
 //!
 //! Plain loops like [`super::umt5`]: the graph has no 3-D convolution op yet, and this is the
 //! reference the graph version will be held to. `decode` gives what diffusers' `vae.decode`

@@ -28,8 +28,8 @@ pub const WAN21_LATENTS_MEAN: [f32; 16] = [
 
 /// Wan 2.1 VAE's latent channel standard deviations.
 pub const WAN21_LATENTS_STD: [f32; 16] = [
-    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652,
-    1.5579, 1.6382, 1.1253, 2.8251, 1.916,
+    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743, 3.2687, 2.1526, 2.8652, 1.5579,
+    1.6382, 1.1253, 2.8251, 1.916,
 ];
 
 /// The config of a Wan-named VAE file, from its tensor shapes (see the module docs).
@@ -49,7 +49,10 @@ pub fn config_from_shapes(file: &ModelFile, path: &Path) -> Result<WanVaeConfig,
     let (base_dim, in_channels) = (first[0], first[1]);
     let has = |name: String| file.gguf.tensor(&name).is_some();
     let count = (0..)
-        .take_while(|k| has(format!("encoder.downsamples.{k}.residual.0.gamma")) || has(format!("encoder.downsamples.{k}.resample.1.weight")))
+        .take_while(|k| {
+            has(format!("encoder.downsamples.{k}.residual.0.gamma"))
+                || has(format!("encoder.downsamples.{k}.resample.1.weight"))
+        })
         .count();
     let resamplers: Vec<usize> = (0..count)
         .filter(|k| has(format!("encoder.downsamples.{k}.resample.1.weight")))
@@ -77,7 +80,12 @@ pub fn config_from_shapes(file: &ModelFile, path: &Path) -> Result<WanVaeConfig,
         dim_mult.push(out / base_dim);
     }
     let temperal_downsample = (0..levels - 1)
-        .map(|i| has(format!("encoder.downsamples.{}.time_conv.weight", i * per_level + num_res_blocks)))
+        .map(|i| {
+            has(format!(
+                "encoder.downsamples.{}.time_conv.weight",
+                i * per_level + num_res_blocks
+            ))
+        })
         .collect();
     let decoder_in = need("decoder.conv1.weight")?[0];
     let top = dim_mult[levels - 1];
