@@ -17,7 +17,7 @@ use weft_core::diffusion::wan_vae_file::config_from_shapes;
 use weft_core::diffusion::wan_vae_names::open_vae;
 use weft_core::diffusion::{
     umt5_gguf, umt5_tokenizer, wan_pipeline::WAN_NEGATIVE_PROMPT, Companions, Control, Umt5Config,
-    VideoMode, VideoRequest, WanPipeline, WanVaeConfig,
+    VideoMode, WanPipeline, WanVaeConfig,
 };
 use weft_core::gguf::ModelFile;
 use weft_core::tokenizer::Tokenizer;
@@ -41,34 +41,9 @@ fn converted() -> &'static Path {
     })
 }
 
-fn first_frame() -> image::RgbImage {
-    image::open(video_files::data("ref/first_frame.png"))
-        .unwrap()
-        .to_rgb8()
-}
-
-/// The request diffusers' run made, from its noise (UniPC, the run's scales).
-fn request(run: &Run) -> VideoRequest {
-    let m = &run.manifest;
-    let g = run.guidance();
-    VideoRequest {
-        prompt: m["prompt"].as_str().unwrap().into(),
-        negative_prompt: Some(m["negative_prompt"].as_str().unwrap().into()),
-        width: Some(m["width"].as_u64().unwrap() as usize),
-        height: Some(m["height"].as_u64().unwrap() as usize),
-        frames: Some(m["num_frames"].as_u64().unwrap() as usize),
-        steps: Some(m["num_inference_steps"].as_u64().unwrap() as usize),
-        cfg: Some(g.high),
-        cfg2: Some(g.low),
-        image: (m["mode"] == "i2v").then(first_frame),
-        noise: Some(run.tensor("noise").data),
-        ..Default::default()
-    }
-}
-
 fn final_latents(p: &mut WanPipeline, run: &Run) -> Vec<f32> {
     p.max_sequence_length = run.manifest["max_sequence_length"].as_u64().unwrap() as usize;
-    p.generate(&request(run), &mut |_| Control::Continue)
+    p.generate(&run.request(None), &mut |_| Control::Continue)
         .unwrap()
         .latents
 }

@@ -5,7 +5,7 @@
 
 mod video_files;
 
-use video_files::{psnr_u8, relative_error, Run};
+use video_files::{first_frame, psnr_u8, relative_error, Run};
 use weft_core::diffusion::{
     Companions, Control, Phase, Progress, Sampler, VideoError, VideoMode, VideoRequest, WanPipeline,
 };
@@ -19,32 +19,6 @@ fn pipeline(mode: &str, run: &Run) -> WanPipeline {
     p
 }
 
-fn first_frame() -> image::RgbImage {
-    image::open(video_files::data("ref/first_frame.png"))
-        .unwrap()
-        .to_rgb8()
-}
-
-/// The request diffusers' run `run` made, starting from its noise.
-fn request(run: &Run, sampler: Sampler) -> VideoRequest {
-    let m = &run.manifest;
-    let guidance = run.guidance();
-    VideoRequest {
-        prompt: m["prompt"].as_str().unwrap().into(),
-        negative_prompt: Some(m["negative_prompt"].as_str().unwrap().into()),
-        width: Some(m["width"].as_u64().unwrap() as usize),
-        height: Some(m["height"].as_u64().unwrap() as usize),
-        frames: Some(m["num_frames"].as_u64().unwrap() as usize),
-        steps: Some(m["num_inference_steps"].as_u64().unwrap() as usize),
-        cfg: Some(guidance.high),
-        cfg2: Some(guidance.low),
-        sampler: Some(sampler),
-        image: (m["mode"] == "i2v").then(first_frame),
-        noise: Some(run.tensor("noise").data),
-        ..Default::default()
-    }
-}
-
 /// Runs `name` and checks the final latents and the frames against diffusers'.
 fn check_run(name: &str, sampler: Sampler) {
     let run = Run::open(name);
@@ -52,7 +26,7 @@ fn check_run(name: &str, sampler: Sampler) {
     let p = pipeline(mode, &run);
     let mut heard = Vec::new();
     let video = p
-        .generate(&request(&run, sampler), &mut |r| {
+        .generate(&run.request(Some(sampler)), &mut |r| {
             heard.push(r);
             Control::Continue
         })
@@ -130,7 +104,7 @@ fn cancel_stops_between_steps() {
     let run = Run::open("t2v-unipc");
     let p = pipeline("t2v", &run);
     let mut heard: Vec<Progress> = Vec::new();
-    let result = p.generate(&request(&run, Sampler::UniPc), &mut |r| {
+    let result = p.generate(&run.request(Some(Sampler::UniPc)), &mut |r| {
         heard.push(r);
         if r.phase == Phase::Denoise && r.step == 2 {
             Control::Stop
@@ -148,7 +122,7 @@ fn cancel_stops_between_steps() {
 fn same_seed_same_frames() {
     let run = Run::open("t2v-unipc");
     let p = pipeline("t2v", &run);
-    let mut r = request(&run, Sampler::UniPc);
+    let mut r = run.request(Some(Sampler::UniPc));
     r.noise = None;
     r.steps = Some(2);
     r.seed = 7;
@@ -165,7 +139,7 @@ fn same_seed_same_frames() {
 fn the_reference_seed_gives_the_reference_video() {
     let run = Run::open("t2v-unipc");
     let p = pipeline("t2v", &run);
-    let mut r = request(&run, Sampler::UniPc);
+    let mut r = run.request(Some(Sampler::UniPc));
     r.noise = None;
     r.seed = run.manifest["noise_seed"].as_u64().unwrap();
     let video = p.generate(&r, &mut |_| Control::Continue).unwrap();
@@ -183,7 +157,7 @@ fn requests_the_model_cannot_serve_are_refused() {
     assert_eq!(t2v.mode(), VideoMode::TextToVideo);
     assert!(!t2v.has_two_experts());
     assert_eq!((t2v.size_grid(), t2v.frame_step()), (16, 4));
-    let base = request(&run, Sampler::UniPc);
+    let base = run.request(Some(Sampler::UniPc));
     let refuse = |p: &WanPipeline, r: VideoRequest| {
         let e = p.generate(&r, &mut |_| Control::Continue).unwrap_err();
         assert!(matches!(e, VideoError::Request(_)), "{e}");
@@ -220,7 +194,7 @@ fn requests_the_model_cannot_serve_are_refused() {
         &i2v,
         VideoRequest {
             image: None,
-            ..request(&i2v_run, Sampler::UniPc)
+            ..i2v_run.request(Some(Sampler::UniPc))
         },
     );
     assert!(e.contains("needs an image"), "{e}");

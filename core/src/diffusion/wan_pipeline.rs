@@ -24,7 +24,7 @@ use super::video_request::{
     resolve, Control, Limits, Phase, Progress, Recipe, Sampler, VideoError, VideoRequest,
     VideoSettings,
 };
-use super::wan_dit::WanDit;
+use super::wan_dit::{WanDit, WanDitError};
 use super::wan_vae::{frames_to_u8, WanVae};
 use super::wan_vae_blocks::Clip;
 use crate::backend::cpu::CpuBackend;
@@ -65,14 +65,7 @@ impl GraphDit {
         dir: &Path,
         backend: &Arc<Mutex<Box<dyn Backend>>>,
     ) -> Result<Self, VideoError> {
-        let dit = {
-            let mut guard = lock(backend);
-            WanDit::load_diffusers(dir, guard.as_mut())?
-        };
-        Ok(GraphDit {
-            dit,
-            backend: backend.clone(),
-        })
+        Self::load_into(backend, |b| WanDit::load_diffusers(dir, b))
     }
 
     /// Loads a Wan DiT GGUF file (city96's layout) into `backend`.
@@ -80,10 +73,15 @@ impl GraphDit {
         path: &Path,
         backend: &Arc<Mutex<Box<dyn Backend>>>,
     ) -> Result<Self, VideoError> {
-        let dit = {
-            let mut guard = lock(backend);
-            WanDit::load_gguf(path, guard.as_mut())?
-        };
+        Self::load_into(backend, |b| WanDit::load_gguf(path, b))
+    }
+
+    /// Runs `load` on the locked backend and keeps a handle to it for predictions.
+    fn load_into(
+        backend: &Arc<Mutex<Box<dyn Backend>>>,
+        load: impl FnOnce(&mut dyn Backend) -> Result<WanDit, WanDitError>,
+    ) -> Result<Self, VideoError> {
+        let dit = load(lock(backend).as_mut())?;
         Ok(GraphDit {
             dit,
             backend: backend.clone(),

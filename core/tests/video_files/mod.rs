@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use weft_core::diffusion::{Expert, ExpertSwitch};
+use weft_core::diffusion::{Expert, ExpertSwitch, Sampler, VideoRequest};
 
 /// A path under tests/data/video.
 pub fn data(rel: &str) -> PathBuf {
@@ -94,6 +94,32 @@ impl Run {
         };
         Guidance { switch, high, low }
     }
+
+    /// The request diffusers' pipeline run made, starting from its exported noise; `sampler`
+    /// `None` leaves the model's own scheduler.
+    pub fn request(&self, sampler: Option<Sampler>) -> VideoRequest {
+        let m = &self.manifest;
+        let guidance = self.guidance();
+        VideoRequest {
+            prompt: m["prompt"].as_str().unwrap().into(),
+            negative_prompt: Some(m["negative_prompt"].as_str().unwrap().into()),
+            width: Some(m["width"].as_u64().unwrap() as usize),
+            height: Some(m["height"].as_u64().unwrap() as usize),
+            frames: Some(m["num_frames"].as_u64().unwrap() as usize),
+            steps: Some(m["num_inference_steps"].as_u64().unwrap() as usize),
+            cfg: Some(guidance.high),
+            cfg2: Some(guidance.low),
+            sampler,
+            image: (m["mode"] == "i2v").then(first_frame),
+            noise: Some(self.tensor("noise").data),
+            ..Default::default()
+        }
+    }
+}
+
+/// The first frame the image-to-video runs started from.
+pub fn first_frame() -> image::RgbImage {
+    image::open(data("ref/first_frame.png")).unwrap().to_rgb8()
 }
 
 /// A run's expert switch and guidance scales (see [`Run::guidance`]).
